@@ -1,0 +1,61 @@
+"""Automatic differentiation: operators on Tensors, recorded for ``backward``.
+
+Set ``autograd.training = True`` to record the graph (SINGA's switch); while it is
+False no graph is recorded and nothing is kept for backward. Whether Dropout and
+BatchNorm behave as in training is a separate matter, owned by the layers
+(``train()``/``eval()``); the functional ``dropout`` and ``batchnorm_2d`` take a
+``training`` argument that defaults to this flag.
+
+Example::
+
+    from singa import autograd
+    autograd.training = True
+    y = autograd.relu(autograd.add_bias(autograd.matmul(x, w), b))
+    loss = autograd.softmax_cross_entropy(y, t)
+    for p, g in autograd.backward(loss):
+        sgd.update(p, g)
+"""
+
+training = False
+
+from singa.autograd.activation import *  # noqa: E402,F403
+from singa.autograd.conv import *  # noqa: E402,F403
+from singa.autograd.dropout import *  # noqa: E402,F403
+from singa.autograd.elementwise import *  # noqa: E402,F403
+from singa.autograd.engine import (  # noqa: E402
+    Operation,
+    Operator,
+    backward,
+    gradients,
+    no_grad,
+    unbroadcast,
+)
+from singa.autograd.linalg import *  # noqa: E402,F403
+from singa.autograd.loss import *  # noqa: E402,F403
+from singa.autograd.normalization import *  # noqa: E402,F403
+from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.reduction import *  # noqa: E402,F403
+from singa.autograd.shape import *  # noqa: E402,F403
+
+_LEGACY_LAYERS = (
+    "Layer",
+    "Linear",
+    "Conv2d",
+    "SeparableConv2d",
+    "BatchNorm2d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "MaxPool1d",
+    "AvgPool1d",
+    "ReLU",
+)
+
+
+def __getattr__(name: str):
+    """SINGA's autograd examples use layer classes from this module (autograd.Conv2d,
+    autograd.BatchNorm2d, ...); they live in singa.layer and are looked up lazily."""
+    if name in _LEGACY_LAYERS:
+        from singa.layer import legacy
+
+        return getattr(legacy, name)
+    raise AttributeError(f"module 'singa.autograd' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+"""conv operators (to be filled)."""
+
+__all__: list[str] = []

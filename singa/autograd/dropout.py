@@ -1,0 +1,3 @@
+"""dropout operators (to be filled)."""
+
+__all__: list[str] = []

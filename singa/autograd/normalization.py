@@ -1,0 +1,3 @@
+"""normalization operators (to be filled)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""pooling operators (to be filled)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""reduction operators (to be filled)."""
+
+__all__: list[str] = []

@@ -1,0 +1,110 @@
+"""The autograd engine: recording, dependency counting, stores_grad, release."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from singa import autograd, tensor
+from singa.autograd.gradcheck import gradcheck
+from singa.tensor import Tensor
+
+
+@pytest.fixture(autouse=True)
+def training():
+    prev = autograd.training
+    autograd.training = True
+    yield
+    autograd.training = prev
+
+
+def param(a):
+    return Tensor(
+        data=np.asarray(a, np.float64), dtype=np.float64, requires_grad=True, stores_grad=True
+    )
+
+
+def test_shared_parameter_gets_summed_gradient_once():
+    w = param([[1.0, 2.0], [3.0, 4.0]])
+    x = Tensor(data=np.ones((1, 2)), dtype=np.float64, requires_grad=False)
+    y = autograd.add(autograd.matmul(x, w), autograd.matmul(x, w))
+    pairs = list(autograd.backward(autograd.mul(y, y), dy=np.ones((1, 2))))
+    assert [p for p, _ in pairs] == [w]
+    # y = 2 x w, d(sum y^2)/dw = 2 y * 2 x^T
+    expect = 4 * x.to_numpy().T @ (2 * x.to_numpy() @ w.to_numpy())
+    np.testing.assert_allclose(pairs[0][1].to_numpy(), expect)
+
+
+def test_diamond_graph_and_gradcheck():
+    def f(a, b):
+        c = autograd.mul(a, b)
+        return autograd.add(autograd.mul(c, a), autograd.div(c, b))
+
+    rng = np.random.default_rng(1)
+    gradcheck(f, [rng.standard_normal((3, 4)), rng.uniform(1, 2, (4,))])
+
+
+def test_intermediate_with_stores_grad_is_yielded():
+    a = param([1.0, 2.0])
+    h = autograd.mul(a, a)
+    h.stores_grad = True
+    out = autograd.mul(h, Tensor(data=[3.0, 3.0], dtype=np.float64, requires_grad=False))
+    grads = autograd.gradients(out, dy=np.ones(2))
+    np.testing.assert_allclose(grads[h].to_numpy(), [3.0, 3.0])
+    np.testing.assert_allclose(grads[a].to_numpy(), [6.0, 12.0])
+
+
+def test_requires_grad_false_stops_the_walk():
+    a = param([1.0, 2.0])
+    frozen = Tensor(data=[1.0, 1.0], dtype=np.float64, requires_grad=False)
+    y = autograd.mul(autograd.add(frozen, frozen), a)
+    grads = autograd.gradients(y, dy=np.ones(2))
+    assert set(grads) == {a}
+
+
+def test_no_graph_when_not_training_or_no_grad():
+    a = param([1.0])
+    autograd.training = False
+    assert autograd.mul(a, a).creator is None
+    autograd.training = True
+    with autograd.no_grad():
+        assert autograd.mul(a, a).creator is None
+    assert autograd.training is True
+    assert autograd.mul(a, a).creator is not None
+
+
+def test_non_scalar_needs_dy():
+    a = param([1.0, 2.0])
+    with pytest.raises(ValueError, match="dy"):
+        list(autograd.backward(autograd.mul(a, a)))
+
+
+def test_graph_is_released_and_memory_does_not_grow():
+    w = param(np.ones((8, 8)))
+    x = Tensor(data=np.ones((4, 8)), dtype=np.float64, requires_grad=False)
+    y = autograd.matmul(x, w)
+    list(autograd.backward(y, dy=np.ones((4, 8))))
+    assert y.creator.src is None and y.creator.cache is None
+    with pytest.raises(RuntimeError, match="released"):
+        list(autograd.backward(y, dy=np.ones((4, 8))))
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(1000):
+        loss = autograd.softmax_cross_entropy(
+            autograd.matmul(x, w), Tensor(data=np.zeros(4), requires_grad=False)
+        )
+        for _p, _g in autograd.backward(loss):
+            pass
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50
+
+
+def test_stores_grad_implies_requires_grad():
+    with pytest.raises(ValueError, match="stores_grad"):
+        Tensor((2,), requires_grad=False, stores_grad=True)
+
+
+def test_tensor_is_hashable_by_identity():
+    a, b = tensor.zeros((2,)), tensor.zeros((2,))
+    d = {a: 1, b: 2}
+    assert d[a] == 1 and d[b] == 2 and len({a, b, a}) == 2
