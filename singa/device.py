@@ -26,9 +26,7 @@ def _import_cupy():
     try:
         import cupy
     except ImportError as e:  # pragma: no cover - depends on the machine
-        raise RuntimeError(
-            f"a CUDA GPU device needs cupy, which is not installed: {_CUPY_HINT}"
-        ) from e
+        raise RuntimeError(f"a CUDA GPU device needs cupy, which is not installed: {_CUPY_HINT}") from e
     return cupy
 
 

@@ -79,8 +79,7 @@ class Operation:
             if len(ys) > 1:
                 self.out_meta = [(y.shape, y.dtype) for y in ys]
             self.src = [
-                (x.creator, x._index, x if x.stores_grad else None) if x.requires_grad else None
-                for x in xs
+                (x.creator, x._index, x if x.stores_grad else None) if x.requires_grad else None for x in xs
             ]
             return tuple(Tensor._wrap(y, dev, True, self, i) for i, y in enumerate(ys))
         self.cache = None

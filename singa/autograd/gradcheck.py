@@ -71,9 +71,7 @@ def gradcheck(
 
         def f() -> float:
             with autograd.no_grad():
-                out = fn(
-                    *[Tensor(a.shape, dtype=a.dtype, data=a, requires_grad=False) for a in arrays]
-                )
+                out = fn(*[Tensor(a.shape, dtype=a.dtype, data=a, requires_grad=False) for a in arrays])
             return float((out.to_numpy().astype(np.float64) * proj).sum())
 
         worst = 0.0
@@ -82,9 +80,7 @@ def gradcheck(
             got = analytic.get(tensors[i])
             got = np.zeros_like(num) if got is None else got.to_numpy()
             if got.shape != num.shape:
-                raise AssertionError(
-                    f"input {i}: gradient shape {got.shape} != input shape {num.shape}"
-                )
+                raise AssertionError(f"input {i}: gradient shape {got.shape} != input shape {num.shape}")
             err = np.abs(got - num)
             tol = atol + rtol * np.abs(num)
             if (err > tol).any():

@@ -19,9 +19,7 @@ def training():
 
 
 def param(a):
-    return Tensor(
-        data=np.asarray(a, np.float64), dtype=np.float64, requires_grad=True, stores_grad=True
-    )
+    return Tensor(data=np.asarray(a, np.float64), dtype=np.float64, requires_grad=True, stores_grad=True)
 
 
 def test_shared_parameter_gets_summed_gradient_once():
