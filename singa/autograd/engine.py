@@ -13,9 +13,13 @@ An Operation runs on raw arrays (numpy or cupy). Calling it on Tensors:
 see ``self.needs_grad``). Nothing is recorded while ``autograd.training`` is False
 or inside ``no_grad()``.
 
-Every array computation goes through :meth:`Device.recorder` when a graph is being
-traced (see :mod:`singa.model.graph`): forward and backward calls and gradient sums
-are recorded here, the optimizers record their updates themselves.
+While a device's ``recorder`` is set (graph tracing, ONNX export), every array
+computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op=None,
+tensors=None, is_backward=False)``: ``fn(*in_arrays)`` recomputes ``out_arrays``
+(a tuple; empty for in-place updates). Forward calls pass ``op`` and the input
+``tensors``; backward calls pass ``op`` and ``is_backward=True``; gradient sums pass
+neither; the optimizers record their in-place updates themselves. Arrays that no
+recorded call produced are inputs, parameters or constants.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class Operation:
             ys = (ys,)
         self.n_out = len(ys)
         if dev.recorder is not None:
-            dev.recorder.record(self.forward, arrays, ys, op=self, inputs=xs)
+            dev.recorder.record(self.forward, arrays, ys, op=self, tensors=xs)
         if record:
             if len(ys) > 1:
                 self.out_meta = [(y.shape, y.dtype) for y in ys]
