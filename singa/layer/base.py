@@ -1,0 +1,173 @@
+"""The Layer base class: lazy parameter creation, state naming, training mode.
+
+A layer creates its parameters on the first call, from the input's shape
+(``Linear(10)`` needs no input size), unless the sizes were given up front.
+Sublayers and tensors are found by walking the layer's attributes, including inside
+lists, tuples and dicts, and named by their dotted path (``block1.layers.1.W``).
+Names are computed when listed and never stored on the tensors.
+
+Tensors held by a layer are its state: those with ``stores_grad`` are parameters
+(:meth:`Layer.get_params`), the others buffers such as BatchNorm's running
+statistics (:meth:`Layer.get_states` lists both). Keep any other tensor in an
+attribute whose name starts with ``_``: such attributes are not walked.
+
+Example::
+
+    class MLP(Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = Linear(100)
+            self.fc2 = Linear(10)
+
+        def forward(self, x):
+            return self.fc2(autograd.relu(self.fc1(x)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from singa.tensor import Tensor
+
+
+@dataclass
+class LoadResult:
+    """What ``set_states(..., strict=False)`` skipped: names of the layer's states with
+    no value given, names given that the layer does not have, and entries whose shape or
+    dtype differ (``name: expected ..., found ...``)."""
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.mismatched)
+
+    def describe(self) -> str:
+        """One line per problem, for error messages."""
+        parts = [f"missing: {n}" for n in self.missing]
+        parts += [f"unexpected: {n}" for n in self.unexpected]
+        parts += [f"mismatched: {m}" for m in self.mismatched]
+        return "; ".join(parts)
+
+
+class Layer:
+    """Base class of layers and models.
+
+    Subclasses implement ``forward(*inputs)`` and, when parameters depend on the input
+    shape, ``initialize(*inputs)``, which runs once before the first ``forward``.
+    """
+
+    def __init__(self, name: str | None = None):
+        self.name = name
+        self.training = True
+        self._initialized = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(self, "_initialized", True):
+            self.initialize(*args, **kwargs)
+            self._initialized = True
+        return self.forward(*args, **kwargs)
+
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        """Create the parameters from the first inputs (default: nothing to create)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Compute the layer's output."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    # ----- walking the attributes ----------------------------------------------------
+    def _walk(self) -> Iterator[tuple[str, Any]]:
+        """Yield (dotted name, object) for every sublayer and tensor reachable from this
+        layer's public attributes, each object once (the first path wins)."""
+        seen: set[int] = {id(self)}
+
+        def visit(prefix: str, obj: Any) -> Iterator[tuple[str, Any]]:
+            if isinstance(obj, Tensor | Layer):
+                if id(obj) in seen:
+                    return
+                seen.add(id(obj))
+                yield prefix, obj
+                if isinstance(obj, Layer):
+                    yield from visit_attrs(prefix + ".", obj)
+            elif isinstance(obj, list | tuple):
+                for i, v in enumerate(obj):
+                    yield from visit(f"{prefix}.{i}", v)
+            elif isinstance(obj, dict):
+                for k, v in obj.items():
+                    yield from visit(f"{prefix}.{k}", v)
+
+        def visit_attrs(prefix: str, layer: Layer) -> Iterator[tuple[str, Any]]:
+            for k, v in vars(layer).items():
+                if not k.startswith("_"):
+                    yield from visit(prefix + k, v)
+
+        yield from visit_attrs("", self)
+
+    def sublayers(self) -> dict[str, Layer]:
+        """Every layer below this one, by dotted name."""
+        return {n: o for n, o in self._walk() if isinstance(o, Layer)}
+
+    def get_params(self) -> dict[str, Tensor]:
+        """Trainable parameters (tensors with ``stores_grad``) by dotted name."""
+        return {n: o for n, o in self._walk() if isinstance(o, Tensor) and o.stores_grad}
+
+    def get_states(self) -> dict[str, Tensor]:
+        """Parameters and buffers (e.g. ``bn1.running_mean``) by dotted name."""
+        return {n: o for n, o in self._walk() if isinstance(o, Tensor)}
+
+    def set_params(self, params: Mapping[str, Any], strict: bool = True) -> LoadResult:
+        """Copy values into the parameters; see :meth:`set_states`."""
+        return self._load(self.get_params(), params, strict)
+
+    def set_states(self, states: Mapping[str, Any], strict: bool = True) -> LoadResult:
+        """Copy values (Tensors or arrays) into the parameters and buffers, in place.
+
+        Every key, shape and dtype is checked first. With ``strict=True`` any missing,
+        unexpected or mismatched entry raises one ValueError listing them all and
+        nothing is changed; with ``strict=False`` the matching entries are loaded and
+        the rest are returned in a :class:`LoadResult`.
+        """
+        return self._load(self.get_states(), states, strict)
+
+    def _load(self, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool) -> LoadResult:
+        result = LoadResult(
+            missing=[n for n in own if n not in given],
+            unexpected=[n for n in given if n not in own],
+        )
+        ok = []
+        for name, t in own.items():
+            if name not in given:
+                continue
+            v = given[name]
+            shape = tuple(v.shape)
+            dtype = np.dtype(v.dtype)
+            if shape != t.shape or dtype != t.dtype:
+                result.mismatched.append(f"{name}: expected {t.shape} {t.dtype}, found {shape} {dtype}")
+            else:
+                ok.append((t, v))
+        if strict and result:
+            raise ValueError(f"{type(self).__name__}.set_states: {result.describe()}")
+        for t, v in ok:
+            t.copy_from(v)
+        return result
+
+    # ----- modes ----------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Layer:
+        """Set training mode (Dropout drops, BatchNorm uses batch statistics) on this
+        layer and every sublayer. Returns self."""
+        self.training = mode
+        for sub in self.sublayers().values():
+            sub.training = mode
+        return self
+
+    def eval(self) -> Layer:
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

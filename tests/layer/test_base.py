@@ -1,0 +1,72 @@
+"""Layer base: state naming through attributes and containers, set_states validation, modes."""
+
+import numpy as np
+import pytest
+
+from singa.layer.base import Layer
+from singa.tensor import Tensor
+
+
+class Leaf(Layer):
+    def __init__(self, n):
+        super().__init__()
+        self.W = Tensor((n, 2), requires_grad=True, stores_grad=True)
+        self.running = Tensor((n,), requires_grad=False)
+        self._scratch = Tensor((3,))  # private: not state
+
+
+class Net(Layer):
+    def __init__(self):
+        super().__init__()
+        self.layers = [Leaf(1), Leaf(2)]
+        self.heads = {"a": Leaf(3)}
+        self.shared = self.layers[0]  # the first path wins
+
+
+def test_names_are_dotted_paths_through_containers():
+    net = Net()
+    assert list(net.get_params()) == ["layers.0.W", "layers.1.W", "heads.a.W"]
+    assert list(net.get_states()) == [
+        "layers.0.W",
+        "layers.0.running",
+        "layers.1.W",
+        "layers.1.running",
+        "heads.a.W",
+        "heads.a.running",
+    ]
+    assert all(t.name is None for t in net.get_states().values())
+
+
+def test_set_states_validates_everything_before_changing_anything():
+    net = Net()
+    good = {n: np.full(t.shape, 7, t.dtype) for n, t in net.get_states().items()}
+    bad = dict(good)
+    bad["layers.1.W"] = np.zeros((5, 5), np.float32)
+    del bad["heads.a.running"]
+    bad["extra"] = np.zeros(1, np.float32)
+    with pytest.raises(ValueError) as e:
+        net.set_states(bad)
+    msg = str(e.value)
+    assert "missing: heads.a.running" in msg and "unexpected: extra" in msg
+    assert "layers.1.W: expected (2, 2) float32, found (5, 5) float32" in msg
+    assert all((t.to_numpy() == 0).all() for t in net.get_states().values())
+    res = net.set_states(bad, strict=False)
+    assert res.missing == ["heads.a.running"] and res.unexpected == ["extra"] and len(res.mismatched) == 1
+    assert (net.get_states()["layers.0.W"].to_numpy() == 7).all()
+    arr = net.layers[0].W.data
+    net.set_states(good)
+    assert net.layers[0].W.data is arr  # copied in place
+
+
+def test_dtype_mismatch_is_reported():
+    net = Leaf(1)
+    with pytest.raises(ValueError, match="float64"):
+        net.set_states({"W": np.zeros((1, 2)), "running": np.zeros(1, np.float32)})
+
+
+def test_train_eval_reach_every_sublayer():
+    net = Net()
+    net.eval()
+    assert not any(sub.training for sub in net.sublayers().values()) and not net.training
+    net.train()
+    assert all(sub.training for sub in net.sublayers().values())
