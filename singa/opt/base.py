@@ -1,0 +1,259 @@
+"""The optimizer base class: learning rate or schedule, step counting, gradient
+clipping by global norm, state for checkpoints, and graph recording.
+
+Subclasses implement ``_init_slots(p)`` (the per-parameter state arrays, created on
+a parameter's first update) and ``_step_param(p, g, slots, step, lr)`` (the in-place
+update of parameter array ``p`` from gradient ``g``; ``step`` is this parameter's
+update count, starting at 1).
+
+While a device's graph recorder is set (``Model.compile(..., use_graph=True)``),
+every update is recorded as ``record(closure, [param_array, grad_array], ())``; the
+closure looks up the learning rate, the step counts and the slots when it runs, so
+replays advance schedules exactly as eager steps do, and slots replaced by
+:meth:`Optimizer.set_states` are picked up.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from singa.autograd import engine
+from singa.opt.schedulers import Scheduler
+from singa.tensor import Tensor
+
+__all__ = ["Optimizer", "clip_by_global_norm"]
+
+
+def _number(v: Any) -> bool:
+    return (
+        isinstance(v, int | float | np.floating | np.integer) and not isinstance(v, bool) and math.isfinite(v)
+    )
+
+
+def _host(a: Any) -> np.ndarray:
+    """A numpy copy of a numpy or cupy array."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.array(a, copy=True)
+
+
+def global_norm(arrays: list) -> float:
+    """sqrt of the sum of squares of every element of ``arrays`` (computed in each
+    array's dtype, summed in float64)."""
+    total = 0.0
+    for g in arrays:
+        flat = g.reshape(-1)
+        total += float(flat @ flat)
+    return math.sqrt(total)
+
+
+def clip_by_global_norm(grads: list, max_norm: float) -> tuple[list, float]:
+    """Scale ``grads`` (arrays) by ``max_norm / (norm + 1e-6)`` when their global norm
+    exceeds ``max_norm`` (PyTorch's ``clip_grad_norm_``). Returns (new arrays, norm);
+    the inputs are never modified."""
+    norm = global_norm(grads)
+    coef = max_norm / (norm + 1e-6)
+    if coef < 1.0:
+        return [g * coef for g in grads], norm
+    return list(grads), norm
+
+
+class Optimizer:
+    """Base class of the optimizers.
+
+    Args:
+        lr: a learning rate (number >= 0), a :class:`~singa.opt.Scheduler`, or any
+            callable ``step -> float``; evaluated at ``step_counter`` on every update.
+        clip_norm: when given, ``backward_and_update`` scales all gradients together
+            so that their global L2 norm is at most ``clip_norm``.
+
+    Attributes:
+        lr: may be changed between steps (also while a model replays its graph).
+        step_counter: completed ``backward_and_update`` (or :meth:`step`) calls.
+        last_grad_norm: the global gradient norm of the last clipped step.
+    """
+
+    #: names of the per-parameter state arrays this optimizer may keep
+    slot_names: tuple[str, ...] = ()
+
+    def __init__(self, lr: Any, clip_norm: float | None = None):
+        name = type(self).__name__
+        if not (isinstance(lr, Scheduler) or callable(lr) or (_number(lr) and lr >= 0)):
+            raise ValueError(f"{name}: lr must be a number >= 0 or a scheduler, got {lr!r}")
+        if clip_norm is not None and not (_number(clip_norm) and clip_norm > 0):
+            raise ValueError(f"{name}: clip_norm must be None or a number > 0, got {clip_norm!r}")
+        self.lr = lr if callable(lr) else float(lr)
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.step_counter = 0
+        self.last_grad_norm: float | None = None
+        self._slots: dict[Tensor, dict[str, Any]] = {}
+        self._param_steps: dict[Tensor, int] = {}
+
+    # ----- the learning rate and steps ------------------------------------------------
+    def get_lr(self) -> float:
+        """The learning rate of the current step."""
+        lr = self.lr
+        return float(lr(self.step_counter)) if callable(lr) else lr
+
+    def step(self, dev: Any = None) -> None:
+        """Finish a step: advance ``step_counter`` (and so the schedule). Called by
+        :meth:`backward_and_update`; call it yourself after a loop of :meth:`update`
+        calls if you use a scheduler."""
+        self._advance()
+        if dev is not None and dev.recorder is not None:
+            dev.recorder.record(self._advance, [], ())
+
+    def _advance(self) -> None:
+        self.step_counter += 1
+
+    # ----- updates ----------------------------------------------------------------------
+    def update(self, param: Tensor, grad: Any) -> None:
+        """Update ``param`` in place from its gradient (a Tensor or an array)."""
+        if grad is None:
+            return
+        g = grad.data if isinstance(grad, Tensor) else grad
+        p = param.data
+        if g.shape != p.shape:
+            raise ValueError(
+                f"{type(self).__name__}.update: gradient of shape {g.shape} "
+                f"for a parameter of shape {p.shape}"
+            )
+        self._apply(param, p, g)
+        rec = param.device.recorder
+        if rec is not None:
+            rec.record(functools.partial(self._apply, param), [p, g], ())
+
+    apply = update
+
+    def _apply(self, param: Tensor, p: Any, g: Any) -> None:
+        step = self._param_steps.get(param, 0) + 1
+        self._param_steps[param] = step
+        slots = self._slots.get(param)
+        if slots is None:
+            slots = self._slots[param] = self._init_slots(p)
+        self._step_param(p, g, slots, step, self.get_lr())
+
+    def _init_slots(self, p: Any) -> dict:
+        return {}
+
+    def _step_param(self, p: Any, g: Any, slots: dict, step: int, lr: float) -> None:
+        raise NotImplementedError(f"{type(self).__name__}._step_param")
+
+    def backward_and_update(self, loss: Tensor, dy: Any = None) -> None:
+        """Back-propagate from ``loss`` and update every parameter that stores its
+        gradient (clipping first when ``clip_norm`` is set), then :meth:`step`."""
+        if self.clip_norm is None:
+            for p, g in engine.backward(loss, dy):
+                self.update(p, g)
+        else:
+            pairs = list(engine.backward(loss, dy))
+            if pairs:
+                garrs = [g.data for _, g in pairs]
+                clipped = self._clip(*garrs)
+                rec = loss.device.recorder
+                if rec is not None:
+                    rec.record(self._clip, garrs, clipped)
+                for (p, _), g in zip(pairs, clipped):
+                    self.update(p, g)
+        self.step(loss.device)
+
+    __call__ = backward_and_update
+
+    def _clip(self, *grads: Any) -> tuple:
+        clipped, self.last_grad_norm = clip_by_global_norm(list(grads), self.clip_norm)
+        return tuple(clipped)
+
+    # ----- state --------------------------------------------------------------------------
+    def _hyper(self) -> dict:
+        return {}
+
+    def get_states(self, names: Mapping[str, Tensor]) -> dict:
+        """Everything needed to resume: step counts, learning rate or schedule,
+        hyperparameters (for information) and, under ``"slots"``, copies of the state
+        arrays as numpy arrays named ``"<param name>/<slot>"``. ``names`` maps parameter
+        names to the parameter Tensors (e.g. ``model.get_params()``)."""
+        slots: dict[str, np.ndarray] = {}
+        param_steps: dict[str, int] = {}
+        for name, t in names.items():
+            param_steps[name] = int(self._param_steps.get(t, 0))
+            for k, arr in self._slots.get(t, {}).items():
+                slots[f"{name}/{k}"] = _host(arr)
+        lr = self.lr
+        return {
+            "type": type(self).__name__,
+            "step": int(self.step_counter),
+            "lr": lr if isinstance(lr, float) else None,
+            "scheduler": lr.get_config() if isinstance(lr, Scheduler) else None,
+            "hyper": self._hyper(),
+            "param_steps": param_steps,
+            "slots": slots,
+        }
+
+    def set_states(self, states: Mapping, names: Mapping[str, Tensor]) -> None:
+        """Restore what :meth:`get_states` returned. Everything is validated first
+        (optimizer type, step counts, unknown or missing parameter names, slot names,
+        shapes and dtypes); one ValueError lists every problem and nothing changes.
+        A numeric ``lr`` is restored when this optimizer's lr is a number; a schedule
+        and the hyperparameters stay as constructed."""
+        cls = type(self).__name__
+        if not isinstance(states, Mapping):
+            raise ValueError(f"{cls}.set_states: expected a dict, got {type(states).__name__}")
+        problems: list[str] = []
+        if states.get("type") != cls:
+            problems.append(f"optimizer type {states.get('type')!r} does not match {cls!r}")
+        step = states.get("step")
+        if not (isinstance(step, int | np.integer) and not isinstance(step, bool) and step >= 0):
+            problems.append(f"step must be an int >= 0, got {step!r}")
+        lr = states.get("lr")
+        if lr is not None and not (_number(lr) and lr >= 0):
+            problems.append(f"lr must be None or a number >= 0, got {lr!r}")
+        psteps = states.get("param_steps")
+        if not isinstance(psteps, Mapping):
+            problems.append("param_steps is missing or not a dict")
+            psteps = {}
+        for n, v in psteps.items():
+            if n not in names:
+                problems.append(f"unknown parameter: {n}")
+            elif not (isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 0):
+                problems.append(f"param_steps[{n!r}] must be an int >= 0, got {v!r}")
+        problems += [f"missing parameter: {n}" for n in names if n not in psteps]
+        slots = states.get("slots")
+        if not isinstance(slots, Mapping):
+            problems.append("slots is missing or not a dict")
+            slots = {}
+        for key, v in slots.items():
+            pname, _, sname = str(key).rpartition("/")
+            if pname not in names:
+                problems.append(f"slot {key}: unknown parameter {pname!r}")
+            elif sname not in self.slot_names:
+                problems.append(f"slot {key}: {cls} has no slot {sname!r} (it has {list(self.slot_names)})")
+            elif not hasattr(v, "shape") or not hasattr(v, "dtype"):
+                problems.append(f"slot {key}: expected an array, got {type(v).__name__}")
+            else:
+                t = names[pname]
+                if tuple(v.shape) != t.shape or np.dtype(v.dtype) != t.dtype:
+                    problems.append(
+                        f"slot {key}: expected {t.shape} {t.dtype}, "
+                        f"found {tuple(v.shape)} {np.dtype(v.dtype)}"
+                    )
+        if problems:
+            raise ValueError(f"{cls}.set_states: " + "; ".join(problems))
+        new_slots: dict[Tensor, dict[str, Any]] = {}
+        for key, v in slots.items():
+            pname, _, sname = str(key).rpartition("/")
+            t = names[pname]
+            xp = t.device.xp
+            arr = xp.array(v.get() if xp is np and hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
+            new_slots.setdefault(t, {})[sname] = arr.astype(t.dtype, copy=False)
+        self._slots = new_slots
+        self._param_steps = {names[n]: int(v) for n, v in psteps.items()}
+        self.step_counter = int(step)
+        if lr is not None and isinstance(self.lr, float):
+            self.lr = float(lr)
+
+    def __repr__(self) -> str:
+        hyper = ", ".join(f"{k}={v!r}" for k, v in self._hyper().items())
+        return f"{type(self).__name__}(lr={self.lr!r}, {hyper})"

@@ -1,0 +1,319 @@
+"""SGD, Adam, AdamW, RMSProp and AdaGrad with PyTorch's update formulas.
+
+All updates are in place on the parameter arrays (and on the slot arrays), and
+hyperparameters are validated at construction.
+
+Example::
+
+    sgd = opt.SGD(lr=0.05, momentum=0.9, weight_decay=1e-4)
+    sgd(loss)                       # backward, update every parameter, step
+    adam = opt.Adam(lr=opt.CosineDecay(1e-3, decay_steps=1000, warmup_steps=100))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from singa.autograd.engine import array_module
+from singa.opt.base import Optimizer, _number
+
+__all__ = ["SGD", "Adam", "AdamW", "RMSProp", "AdaGrad"]
+
+
+def _nonneg(cls: str, **kw: Any) -> None:
+    for k, v in kw.items():
+        if not (_number(v) and v >= 0):
+            raise ValueError(f"{cls}: {k} must be a number >= 0, got {v!r}")
+
+
+def _unit(cls: str, **kw: Any) -> None:
+    for k, v in kw.items():
+        if not (_number(v) and 0 <= v < 1):
+            raise ValueError(f"{cls}: {k} must be in [0, 1), got {v!r}")
+
+
+def _flag(cls: str, **kw: Any) -> None:
+    for k, v in kw.items():
+        if not isinstance(v, bool):
+            raise ValueError(f"{cls}: {k} must be a bool, got {v!r}")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent (torch.optim.SGD):
+
+    g = grad + weight_decay * p;  buf = momentum * buf + (1 - dampening) * g
+    (buf = g on the first step);  g = g + momentum * buf if nesterov else buf;
+    p -= lr * g.
+    """
+
+    slot_names = ("momentum",)
+
+    def __init__(
+        self,
+        lr: Any = 0.1,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        clip_norm: float | None = None,
+    ):
+        super().__init__(lr, clip_norm)
+        _nonneg("SGD", momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+        _flag("SGD", nesterov=nesterov)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
+        self.momentum = float(momentum)
+        self.dampening = float(dampening)
+        self.weight_decay = float(weight_decay)
+        self.nesterov = nesterov
+
+    def _hyper(self) -> dict:
+        return {
+            "momentum": self.momentum,
+            "dampening": self.dampening,
+            "weight_decay": self.weight_decay,
+            "nesterov": self.nesterov,
+        }
+
+    def _step_param(self, p, g, slots, step, lr):
+        if self.weight_decay:
+            g = g + self.weight_decay * p
+        if self.momentum:
+            buf = slots.get("momentum")
+            if buf is None:
+                buf = slots["momentum"] = g.copy()
+            else:
+                buf *= self.momentum
+                buf += (1 - self.dampening) * g
+            g = g + self.momentum * buf if self.nesterov else buf
+        p -= lr * g
+
+
+class Adam(Optimizer):
+    """Adam (torch.optim.Adam), with L2 ``weight_decay`` added to the gradient:
+
+    g = grad + weight_decay * p;  m = beta1 * m + (1 - beta1) * g;
+    v = beta2 * v + (1 - beta2) * g * g;  (amsgrad: v_max = max(v_max, v), used for v)
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps).
+    """
+
+    slot_names = ("m", "v", "max_v")
+    _decoupled = False
+
+    def __init__(
+        self,
+        lr: Any = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        clip_norm: float | None = None,
+    ):
+        super().__init__(lr, clip_norm)
+        cls = type(self).__name__
+        _unit(cls, beta_1=beta_1, beta_2=beta_2)
+        _nonneg(cls, epsilon=epsilon, weight_decay=weight_decay)
+        _flag(cls, amsgrad=amsgrad)
+        self.beta_1 = float(beta_1)
+        self.beta_2 = float(beta_2)
+        self.epsilon = float(epsilon)
+        self.weight_decay = float(weight_decay)
+        self.amsgrad = amsgrad
+
+    def _hyper(self) -> dict:
+        return {
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "weight_decay": self.weight_decay,
+            "amsgrad": self.amsgrad,
+        }
+
+    def _init_slots(self, p):
+        xp = array_module(p)
+        slots = {"m": xp.zeros_like(p), "v": xp.zeros_like(p)}
+        if self.amsgrad:
+            slots["max_v"] = xp.zeros_like(p)
+        return slots
+
+    def _step_param(self, p, g, slots, step, lr):
+        xp = array_module(p)
+        b1, b2 = self.beta_1, self.beta_2
+        if self.weight_decay:
+            if self._decoupled:
+                p *= 1 - lr * self.weight_decay
+            else:
+                g = g + self.weight_decay * p
+        m, v = slots["m"], slots["v"]
+        m *= b1
+        m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * (g * g)
+        if self.amsgrad:
+            vmax = slots.get("max_v")
+            if vmax is None:
+                vmax = slots["max_v"] = xp.zeros_like(p)
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
+        step_size = lr / (1 - b1**step)
+        denom = xp.sqrt(v)
+        denom /= math.sqrt(1 - b2**step)
+        denom += self.epsilon
+        p -= step_size * (m / denom)
+
+
+class AdamW(Adam):
+    """AdamW (torch.optim.AdamW): Adam with decoupled weight decay,
+    p *= 1 - lr * weight_decay before the Adam step (default weight_decay 0.01)."""
+
+    _decoupled = True
+
+    def __init__(
+        self,
+        lr: Any = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
+        weight_decay: float = 0.01,
+        amsgrad: bool = False,
+        clip_norm: float | None = None,
+    ):
+        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, amsgrad, clip_norm)
+
+
+class RMSProp(Optimizer):
+    """RMSProp (torch.optim.RMSprop):
+
+    g = grad + weight_decay * p;  s = rho * s + (1 - rho) * g * g;
+    centered: a = rho * a + (1 - rho) * g, avg = sqrt(s - a * a) + eps, else avg = sqrt(s) + eps;
+    momentum > 0: buf = momentum * buf + g / avg, p -= lr * buf;  else p -= lr * g / avg.
+    """
+
+    slot_names = ("square_avg", "grad_avg", "momentum")
+
+    def __init__(
+        self,
+        lr: Any = 0.01,
+        rho: float = 0.99,
+        epsilon: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+        clip_norm: float | None = None,
+    ):
+        super().__init__(lr, clip_norm)
+        _unit("RMSProp", rho=rho)
+        _nonneg("RMSProp", epsilon=epsilon, weight_decay=weight_decay, momentum=momentum)
+        _flag("RMSProp", centered=centered)
+        self.rho = float(rho)
+        self.epsilon = float(epsilon)
+        self.weight_decay = float(weight_decay)
+        self.momentum = float(momentum)
+        self.centered = centered
+
+    def _hyper(self) -> dict:
+        return {
+            "rho": self.rho,
+            "epsilon": self.epsilon,
+            "weight_decay": self.weight_decay,
+            "momentum": self.momentum,
+            "centered": self.centered,
+        }
+
+    def _init_slots(self, p):
+        xp = array_module(p)
+        slots = {"square_avg": xp.zeros_like(p)}
+        if self.centered:
+            slots["grad_avg"] = xp.zeros_like(p)
+        if self.momentum:
+            slots["momentum"] = xp.zeros_like(p)
+        return slots
+
+    def _slot(self, slots, name, p):
+        s = slots.get(name)
+        if s is None:
+            s = slots[name] = array_module(p).zeros_like(p)
+        return s
+
+    def _step_param(self, p, g, slots, step, lr):
+        xp = array_module(p)
+        rho = self.rho
+        if self.weight_decay:
+            g = g + self.weight_decay * p
+        s = slots["square_avg"]
+        s *= rho
+        s += (1 - rho) * (g * g)
+        if self.centered:
+            a = self._slot(slots, "grad_avg", p)
+            a *= rho
+            a += (1 - rho) * g
+            avg = xp.sqrt(s - a * a)
+        else:
+            avg = xp.sqrt(s)
+        avg += self.epsilon
+        if self.momentum:
+            buf = self._slot(slots, "momentum", p)
+            buf *= self.momentum
+            buf += g / avg
+            p -= lr * buf
+        else:
+            p -= lr * (g / avg)
+
+
+class AdaGrad(Optimizer):
+    """AdaGrad (torch.optim.Adagrad):
+
+    g = grad + weight_decay * p;  clr = lr / (1 + (t - 1) * lr_decay);
+    sum += g * g;  p -= clr * g / (sqrt(sum) + eps).
+    """
+
+    slot_names = ("sum",)
+
+    def __init__(
+        self,
+        lr: Any = 0.01,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        epsilon: float = 1e-10,
+        clip_norm: float | None = None,
+    ):
+        super().__init__(lr, clip_norm)
+        _nonneg(
+            "AdaGrad",
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            epsilon=epsilon,
+        )
+        self.lr_decay = float(lr_decay)
+        self.weight_decay = float(weight_decay)
+        self.initial_accumulator_value = float(initial_accumulator_value)
+        self.epsilon = float(epsilon)
+
+    def _hyper(self) -> dict:
+        return {
+            "lr_decay": self.lr_decay,
+            "weight_decay": self.weight_decay,
+            "initial_accumulator_value": self.initial_accumulator_value,
+            "epsilon": self.epsilon,
+        }
+
+    def _init_slots(self, p):
+        s = array_module(p).zeros_like(p)
+        if self.initial_accumulator_value:
+            s += self.initial_accumulator_value
+        return {"sum": s}
+
+    def _step_param(self, p, g, slots, step, lr):
+        xp = array_module(p)
+        if self.weight_decay:
+            g = g + self.weight_decay * p
+        clr = lr / (1 + (step - 1) * self.lr_decay)
+        s = slots["sum"]
+        s += g * g
+        std = xp.sqrt(s)
+        std += self.epsilon
+        p -= clr * (g / std)

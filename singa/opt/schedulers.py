@@ -1,0 +1,170 @@
+"""Learning-rate schedules: ``lr = scheduler(step)``.
+
+An optimizer given a scheduler as its ``lr`` evaluates it at the number of
+completed ``backward_and_update`` calls (``optimizer.step_counter``), so the first
+update uses ``scheduler(0)``. Every scheduler takes an optional linear warm-up:
+for ``step < warmup_steps`` the rate is ``init_value * (step + 1) / warmup_steps``;
+after it the schedule starts from its own step 0 (``schedule(step - warmup_steps)``).
+
+Example::
+
+    sgd = opt.SGD(lr=opt.ExponentialDecay(0.1, decay_steps=100, decay_rate=0.5))
+    sgd.lr(250)   # 0.1 * 0.5 ** 2.5
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["Scheduler", "DecayScheduler", "Constant", "ExponentialDecay", "StepDecay", "CosineDecay"]
+
+
+def _check(cond: bool, cls: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"{cls}: {msg}")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+class Scheduler:
+    """Base class: ``__call__(step) -> float`` with linear warm-up.
+
+    Subclasses implement ``value(step)`` (the schedule after warm-up) and list their
+    constructor arguments in ``_args`` (used by :meth:`get_config`).
+    """
+
+    _args: tuple[str, ...] = ()
+
+    def __init__(self, init_value: float, warmup_steps: int = 0):
+        name = type(self).__name__
+        _check(
+            _is_number(init_value) and init_value >= 0, name, f"init_value must be >= 0, got {init_value!r}"
+        )
+        _check(
+            isinstance(warmup_steps, int) and not isinstance(warmup_steps, bool) and warmup_steps >= 0,
+            name,
+            f"warmup_steps must be an int >= 0, got {warmup_steps!r}",
+        )
+        self.init_value = float(init_value)
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step: int) -> float:
+        """The learning rate at ``step`` (0-based count of completed steps)."""
+        step = int(step)
+        if step < 0:
+            raise ValueError(f"{type(self).__name__}: step must be >= 0, got {step}")
+        if step < self.warmup_steps:
+            return self.init_value * (step + 1) / self.warmup_steps
+        return self.value(step - self.warmup_steps)
+
+    def value(self, step: int) -> float:
+        """The schedule at ``step`` steps after the warm-up."""
+        raise NotImplementedError(f"{type(self).__name__}.value")
+
+    def get_config(self) -> dict:
+        """The constructor arguments as a JSON dict (``{"type": ..., ...}``)."""
+        cfg = {"type": type(self).__name__, "init_value": self.init_value, "warmup_steps": self.warmup_steps}
+        cfg.update({a: getattr(self, a) for a in self._args})
+        return cfg
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "type")
+        return f"{type(self).__name__}({args})"
+
+
+DecayScheduler = Scheduler
+
+
+class Constant(Scheduler):
+    """lr = init_value (after the optional warm-up)."""
+
+    def value(self, step: int) -> float:
+        return self.init_value
+
+
+class ExponentialDecay(Scheduler):
+    """lr = init_value * decay_rate ** (step / decay_steps); with ``staircase`` the
+    exponent is floored (decay in discrete jumps every ``decay_steps`` steps)."""
+
+    _args = ("decay_steps", "decay_rate", "staircase")
+
+    def __init__(
+        self,
+        init_value: float,
+        decay_steps: int,
+        decay_rate: float,
+        staircase: bool = False,
+        warmup_steps: int = 0,
+    ):
+        super().__init__(init_value, warmup_steps)
+        _check(
+            _is_number(decay_steps) and decay_steps > 0,
+            "ExponentialDecay",
+            f"decay_steps must be > 0, got {decay_steps!r}",
+        )
+        _check(
+            _is_number(decay_rate) and decay_rate > 0,
+            "ExponentialDecay",
+            f"decay_rate must be > 0, got {decay_rate!r}",
+        )
+        _check(
+            isinstance(staircase, bool), "ExponentialDecay", f"staircase must be a bool, got {staircase!r}"
+        )
+        self.decay_steps = decay_steps
+        self.decay_rate = float(decay_rate)
+        self.staircase = staircase
+
+    def value(self, step: int) -> float:
+        e = step / self.decay_steps
+        if self.staircase:
+            e = math.floor(e)
+        return self.init_value * self.decay_rate**e
+
+
+class StepDecay(Scheduler):
+    """lr = init_value * gamma ** (step // step_size) (PyTorch's StepLR)."""
+
+    _args = ("step_size", "gamma")
+
+    def __init__(self, init_value: float, step_size: int, gamma: float = 0.1, warmup_steps: int = 0):
+        super().__init__(init_value, warmup_steps)
+        _check(
+            isinstance(step_size, int) and not isinstance(step_size, bool) and step_size > 0,
+            "StepDecay",
+            f"step_size must be an int > 0, got {step_size!r}",
+        )
+        _check(_is_number(gamma) and gamma > 0, "StepDecay", f"gamma must be > 0, got {gamma!r}")
+        self.step_size = step_size
+        self.gamma = float(gamma)
+
+    def value(self, step: int) -> float:
+        return self.init_value * self.gamma ** (step // self.step_size)
+
+
+class CosineDecay(Scheduler):
+    """Cosine annealing from init_value to ``alpha * init_value`` over ``decay_steps``
+    steps, constant afterwards:
+    lr = init_value * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha).
+    """
+
+    _args = ("decay_steps", "alpha")
+
+    def __init__(self, init_value: float, decay_steps: int, alpha: float = 0.0, warmup_steps: int = 0):
+        super().__init__(init_value, warmup_steps)
+        _check(
+            _is_number(decay_steps) and decay_steps > 0,
+            "CosineDecay",
+            f"decay_steps must be > 0, got {decay_steps!r}",
+        )
+        _check(
+            _is_number(alpha) and 0 <= alpha <= 1, "CosineDecay", f"alpha must be in [0, 1], got {alpha!r}"
+        )
+        self.decay_steps = decay_steps
+        self.alpha = float(alpha)
+
+    def value(self, step: int) -> float:
+        t = min(step, self.decay_steps) / self.decay_steps
+        return self.init_value * ((1 - self.alpha) * 0.5 * (1 + math.cos(math.pi * t)) + self.alpha)
