@@ -1,0 +1,49 @@
+"""Datasets and mini-batches: numpy arrays (N, C, H, W) float32 in [0, 1], int32 labels.
+
+- :func:`load` / :func:`load_dataset`: "mnist", "fashion-mnist", "fashion-mnist-mini"
+  (embedded, no network needed), "cifar10" (binary version), "synthetic".
+- :class:`DataLoader`: batches with seeded shuffling, drop_last, per-channel normalisation.
+- :func:`cache_dir`: where downloads go (``$SINGA_DATA`` or ``~/.cache/singa``).
+
+Example::
+
+    from singa import data
+    ds = data.load("fashion-mnist-mini")
+    for xb, yb in data.DataLoader(ds.x_train, ds.y_train, batch_size=64, shuffle=True, seed=0):
+        ...
+"""
+
+from singa.data.datasets import (
+    Dataset,
+    DatasetInfo,
+    DatasetNotFoundError,
+    RemoteFile,
+    available_datasets,
+    dataset_info,
+    load,
+    load_dataset,
+    locate_files,
+)
+from singa.data.download import ChecksumError, DownloadError, cache_dir, download_file
+from singa.data.idx import DataFormatError, read_idx
+from singa.data.loader import DataLoader, channel_mean_std
+
+__all__ = [
+    "ChecksumError",
+    "DataFormatError",
+    "DataLoader",
+    "Dataset",
+    "DatasetInfo",
+    "DatasetNotFoundError",
+    "DownloadError",
+    "RemoteFile",
+    "available_datasets",
+    "cache_dir",
+    "channel_mean_std",
+    "dataset_info",
+    "download_file",
+    "load",
+    "load_dataset",
+    "locate_files",
+    "read_idx",
+]
