@@ -1,3 +1,140 @@
-"""reduction operators (to be filled)."""
+"""Reductions: sum, mean and max over axes (ONNX ReduceSum/ReduceMean/ReduceMax, and
+PyTorch-like ``sum``/``mean``).
 
-__all__: list[str] = []
+Note: this module defines ``sum``, which shadows the builtin here; use
+``builtins.sum`` inside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from singa.autograd.engine import Operation, array_module
+from singa.tensor import Tensor
+
+__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean"]
+
+
+def _norm_axes(x: Tensor, axes: Any, op: str) -> tuple | None:
+    """Axes as a sorted tuple of non-negative ints; None (or empty) means all axes."""
+    if axes is None:
+        return None
+    given = [int(axes)] if isinstance(axes, int | np.integer) else [int(a) for a in axes]
+    if not given:
+        return None
+    r = x.ndim()
+    out = set()
+    for a in given:
+        if not -r <= a < r:
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor of shape {x.shape}")
+        out.add(a + r if a < 0 else a)
+    if len(out) != len(given):
+        raise ValueError(f"{op}: repeated axes in {given}")
+    return tuple(sorted(out))
+
+
+class _Reduce(Operation):
+    """Shared attributes and gradient broadcast of the reductions."""
+
+    def __init__(self, axes: tuple | None = None, keepdims: bool = True):
+        super().__init__()
+        self.axes = axes
+        self.keepdims = bool(keepdims)
+
+    def _kept_shape(self, shape: tuple) -> tuple:
+        axes = range(len(shape)) if self.axes is None else self.axes
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+    def _spread(self, dy: Any, shape: tuple, scale: float | None = None) -> Any:
+        """dy (reduced shape) repeated over ``shape`` as a fresh writable array."""
+        xp = array_module(dy)
+        dk = dy.reshape(self._kept_shape(shape))
+        if scale is not None:
+            dk = dk * scale
+        out = xp.empty(shape, dtype=dy.dtype)
+        out[...] = dk
+        return out
+
+
+class ReduceSum(_Reduce):
+    """y = sum of x over ``axes`` (all when None)."""
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        return array_module(x).asarray(x.sum(axis=self.axes, keepdims=self.keepdims))
+
+    def backward(self, dy):
+        return self._spread(dy, self.cache)
+
+
+class ReduceMean(_Reduce):
+    """y = mean of x over ``axes`` (all when None)."""
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        return array_module(x).asarray(x.mean(axis=self.axes, keepdims=self.keepdims))
+
+    def backward(self, dy):
+        shape = self.cache
+        n = math.prod(shape) // max(math.prod(self._kept_shape(shape)), 1)
+        return self._spread(dy, shape, 1.0 / n if n else 0.0)
+
+
+class ReduceMax(_Reduce):
+    """y = max of x over ``axes``; the gradient is split equally among tied maxima."""
+
+    def forward(self, x):
+        xp = array_module(x)
+        yk = x.max(axis=self.axes, keepdims=True)
+        if self.requires_grad:
+            mask = x == yk
+            count = mask.sum(axis=self.axes, keepdims=True)
+            self.cache = (mask, count)
+        return xp.asarray(yk if self.keepdims else yk.reshape(_drop(yk.shape, self.axes)))
+
+    def backward(self, dy):
+        mask, count = self.cache
+        return mask * (dy.reshape(count.shape) / count.astype(dy.dtype))
+
+
+def _drop(shape: tuple, axes: tuple | None) -> tuple:
+    if axes is None:
+        return ()
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce_sum(x: Tensor, axes: Sequence[int] | int | None = None, keepdims: int = 1) -> Tensor:
+    """ONNX ReduceSum: sum over ``axes`` (a list; None or empty: all axes; negative
+    axes count from the end), keeping the reduced axes as size 1 when ``keepdims``."""
+    return ReduceSum(_norm_axes(x, axes, "reduce_sum"), keepdims)(x)[0]
+
+
+def reduce_mean(x: Tensor, axes: Sequence[int] | int | None = None, keepdims: int = 1) -> Tensor:
+    """ONNX ReduceMean: mean over ``axes`` (None: all), see :func:`reduce_sum`."""
+    return ReduceMean(_norm_axes(x, axes, "reduce_mean"), keepdims)(x)[0]
+
+
+def reduce_max(x: Tensor, axes: Sequence[int] | int | None = None, keepdims: int = 1) -> Tensor:
+    """ONNX ReduceMax: maximum over ``axes`` (None: all), see :func:`reduce_sum`. The
+    gradient goes to the maxima, split equally among ties."""
+    if x.size() == 0:
+        raise ValueError(f"reduce_max: empty tensor of shape {x.shape}")
+    return ReduceMax(_norm_axes(x, axes, "reduce_max"), keepdims)(x)[0]
+
+
+def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """Sum over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the reduced
+    axes are dropped unless ``keepdims``."""
+    return ReduceSum(_norm_axes(x, axis, "sum"), keepdims)(x)[0]
+
+
+def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the
+    reduced axes are dropped unless ``keepdims``."""
+    return ReduceMean(_norm_axes(x, axis, "mean"), keepdims)(x)[0]

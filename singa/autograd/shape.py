@@ -1,35 +1,143 @@
-"""Shape operators: views, joins, splits and indexing."""
+"""Shape operators: views, joins, splits, padding and indexing.
+
+Forward results of the pure view operators (reshape, transpose, slice, split,
+getitem with basic keys) share memory with their input, as numpy views do.
+"""
 
 from __future__ import annotations
 
+import builtins
+import math
+from collections.abc import Sequence
 from typing import Any
 
-from singa.autograd.engine import Operation
+import numpy as np
+
+from singa.autograd.engine import Operation, array_module, unbroadcast
 from singa.tensor import Tensor
 
-__all__ = ["reshape", "transpose"]
+__all__ = [
+    "reshape",
+    "flatten",
+    "transpose",
+    "cat",
+    "split",
+    "slice",
+    "squeeze",
+    "unsqueeze",
+    "pad",
+    "expand",
+    "gather",
+    "where",
+    "getitem",
+]
+
+_slice = builtins.slice  # this module defines its own ``slice``
+
+
+def _axis(axis: int, ndim: int, op: str) -> int:
+    """``axis`` made non-negative; ValueError naming ``op`` when out of range."""
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+    return a + ndim if a < 0 else a
+
+
+def _axes_list(axes: Any) -> list[int]:
+    return [int(axes)] if isinstance(axes, int | np.integer) else [int(a) for a in axes]
+
+
+def _scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
+    """a[key] += v with repeated indices accumulated (np.add.at / cupyx.scatter_add)."""
+    if xp is np:
+        np.add.at(a, key, v)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(a, key, v)
+
+
+def _lift(v: Any, like: Tensor, dtype: Any = None) -> Tensor:
+    """A constant Tensor on ``like``'s device from a Tensor, array, list or number."""
+    if isinstance(v, Tensor):
+        return v
+    xp = like.device.xp
+    return Tensor._wrap(xp.asarray(v, dtype=dtype if dtype is not None else like.dtype), like.device)
+
+
+# ----- reshape, flatten, transpose -------------------------------------------------------
+def _resolve_shape(in_shape: tuple, shape: tuple) -> tuple | None:
+    """ONNX Reshape target: 0 copies the input dim, one -1 is inferred; None if invalid."""
+    out = []
+    for i, s in enumerate(shape):
+        if s == 0:
+            if i >= len(in_shape):
+                return None
+            s = in_shape[i]
+        elif s < -1:
+            return None
+        out.append(s)
+    size = math.prod(in_shape)
+    if out.count(-1) > 1:
+        return None
+    if -1 in out:
+        rest = math.prod(s for s in out if s != -1)
+        if rest == 0 or size % rest:
+            return None
+        out[out.index(-1)] = size // rest
+    return tuple(out) if math.prod(out) == size else None
 
 
 class Reshape(Operation):
-    """y = x viewed with a new shape (one entry may be -1, 0 keeps that input dim)."""
+    """y = x viewed with a new shape (ONNX Reshape: one entry may be -1, 0 keeps that
+    input dim)."""
 
-    def __init__(self, shape: tuple):
+    def __init__(self, shape: Sequence[int]):
         super().__init__()
-        self.shape = tuple(shape)
+        self.shape = tuple(int(s) for s in shape)
 
     def forward(self, x):
         if self.requires_grad:
             self.cache = x.shape
-        shape = tuple(x.shape[i] if s == 0 else s for i, s in enumerate(self.shape))
-        return x.reshape(shape)
+        return x.reshape(tuple(x.shape[i] if s == 0 else s for i, s in enumerate(self.shape)))
 
     def backward(self, dy):
         return dy.reshape(self.cache)
 
 
-def reshape(x: Tensor, shape: Any) -> Tensor:
-    """``x`` with a new shape (same number of elements)."""
+def reshape(x: Tensor, shape: Sequence[int] | int) -> Tensor:
+    """``x`` with a new shape of the same size (ONNX Reshape: a 0 keeps the input's
+    dim at that position, one -1 is inferred)."""
+    shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+    if _resolve_shape(tuple(x.shape), shape) is None:
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} to {shape}")
     return Reshape(shape)(x)[0]
+
+
+class Flatten(Operation):
+    """ONNX Flatten: y has shape (prod(x.shape[:axis]), prod(x.shape[axis:]))."""
+
+    def __init__(self, axis: int = 1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        return x.reshape(math.prod(x.shape[: self.axis]), math.prod(x.shape[self.axis :]))
+
+    def backward(self, dy):
+        return dy.reshape(self.cache)
+
+
+def flatten(x: Tensor, axis: int = 1) -> Tensor:
+    """Flatten ``x`` to a matrix (ONNX Flatten): the dims before ``axis`` make the rows,
+    the rest the columns; ``axis`` may be negative (counted from the end) and is in
+    [-ndim, ndim]."""
+    r = x.ndim()
+    if not -r <= axis <= r:
+        raise ValueError(f"flatten: axis {axis} is out of range for a tensor of shape {x.shape}")
+    return Flatten(axis + r if axis < 0 else axis)(x)[0]
 
 
 class Transpose(Operation):
@@ -45,12 +153,451 @@ class Transpose(Operation):
     def backward(self, dy):
         if self.perm is None:
             return dy.transpose()
-        inv = [0] * len(self.perm)
-        for i, p in enumerate(self.perm):
-            inv[p] = i
-        return dy.transpose(inv)
+        return dy.transpose(np.argsort(self.perm).tolist())
 
 
-def transpose(x: Tensor, shape: Any = None) -> Tensor:
-    """Permute the axes of ``x`` (SINGA calls the permutation ``shape``)."""
+def transpose(x: Tensor, shape: Sequence[int] | None = None) -> Tensor:
+    """Permute the axes of ``x`` (SINGA calls the permutation ``shape``; None reverses
+    them; negative entries count from the end)."""
+    if shape is not None:
+        r = x.ndim()
+        perm = [int(p) + r if int(p) < 0 else int(p) for p in shape]
+        if sorted(perm) != list(range(r)):
+            raise ValueError(f"transpose: {tuple(shape)} is not a permutation of the axes of shape {x.shape}")
+        shape = perm
     return Transpose(shape)(x)[0]
+
+
+# ----- cat and split -----------------------------------------------------------------------
+class Concat(Operation):
+    """y = the inputs joined along ``axis``."""
+
+    def __init__(self, axis: int = 0):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, *xs):
+        if self.requires_grad:
+            self.cache = [x.shape[self.axis] for x in xs]
+        return array_module(xs[0]).concatenate(xs, axis=self.axis)
+
+    def backward(self, dy):
+        out = []
+        start = 0
+        pre = (_slice(None),) * self.axis
+        for n, need in zip(self.cache, self.needs_grad):
+            out.append(dy[pre + (_slice(start, start + n),)] if need else None)
+            start += n
+        return tuple(out)
+
+
+def cat(xs: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Concatenate tensors of the same shape except along ``axis`` (may be negative)."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("cat: needs at least one tensor")
+    shapes = [tuple(x.shape) for x in xs]
+    r = len(shapes[0])
+    ok = r > 0 and all(len(s) == r for s in shapes) and -r <= axis < r
+    if ok:
+        ax = axis + r if axis < 0 else axis
+        ok = all(s[:ax] + s[ax + 1 :] == shapes[0][:ax] + shapes[0][ax + 1 :] for s in shapes)
+    if not ok:
+        raise ValueError(f"cat: shapes {shapes} cannot be joined along axis {axis}")
+    return Concat(ax)(*xs)[0]
+
+
+class Split(Operation):
+    """ys = x cut along ``axis`` into pieces of sizes ``parts``."""
+
+    def __init__(self, axis: int, parts: Sequence[int]):
+        super().__init__()
+        self.axis = axis
+        self.parts = tuple(parts)
+
+    def forward(self, x):
+        pre = (_slice(None),) * self.axis
+        out = []
+        start = 0
+        for n in self.parts:
+            out.append(x[pre + (_slice(start, start + n),)])
+            start += n
+        return tuple(out)
+
+    def backward(self, *dys):
+        return array_module(dys[0]).concatenate(dys, axis=self.axis)
+
+
+def split(x: Tensor, axis: int, parts: Sequence[int] | int) -> tuple:
+    """Cut ``x`` along ``axis`` into pieces: ``parts`` is a list of sizes (summing to
+    the dim) or an int number of equal pieces. Returns a tuple of tensors."""
+    ax = _axis(axis, x.ndim(), "split")
+    n = x.shape[ax]
+    if isinstance(parts, int | np.integer):
+        if parts <= 0 or n % parts:
+            raise ValueError(f"split: dim {n} of shape {x.shape} (axis {axis}) is not divisible into {parts}")
+        sizes = [n // int(parts)] * int(parts)
+    else:
+        sizes = [int(p) for p in parts]
+        if not sizes or any(p < 0 for p in sizes) or builtins.sum(sizes) != n:
+            raise ValueError(
+                f"split: sizes {sizes} do not add up to dim {n} of shape {x.shape} (axis {axis})"
+            )
+    return Split(ax, sizes)(x)
+
+
+# ----- slicing -----------------------------------------------------------------------------
+def _slice_key(shape: tuple, starts, ends, axes, steps) -> tuple:
+    """Python slices for ONNX Slice (negative indices count from the end; out-of-range
+    indices are clamped; negative steps run backwards)."""
+    r = len(shape)
+    starts, ends = _axes_list(starts), _axes_list(ends)
+    axes = list(range(len(starts))) if axes is None else _axes_list(axes)
+    steps = [1] * len(starts) if steps is None else _axes_list(steps)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ValueError(
+            f"slice: starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length"
+        )
+    key = [_slice(None)] * r
+    seen = set()
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = _axis(a, r, "slice")
+        if a in seen:
+            raise ValueError(f"slice: axis {a} appears twice in axes {axes}")
+        seen.add(a)
+        if st == 0:
+            raise ValueError("slice: steps must not be 0")
+        d = shape[a]
+        s = s + d if s < 0 else s
+        e = e + d if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), d), min(max(e, 0), d)
+        else:
+            s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
+            if e == -1:
+                e = None
+        key[a] = _slice(s, e, st)
+    return tuple(key)
+
+
+class Slice(Operation):
+    """ONNX Slice; ``key`` holds the resolved Python slices per axis."""
+
+    def __init__(self, starts, ends, axes, steps, key: tuple):
+        super().__init__()
+        self.starts, self.ends, self.axes, self.steps = starts, ends, axes, steps
+        self.key = key
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        return x[self.key]
+
+    def backward(self, dy):
+        dx = array_module(dy).zeros(self.cache, dtype=dy.dtype)
+        dx[self.key] = dy
+        return dx
+
+
+def slice(
+    x: Tensor,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None = None,
+    steps: Sequence[int] | None = None,
+) -> Tensor:
+    """ONNX Slice: ``x[starts[i]:ends[i]:steps[i]]`` along ``axes[i]`` (default: the
+    first len(starts) axes, steps 1). Negative indices count from the end, indices
+    beyond the ends are clamped, negative steps walk backwards."""
+    key = _slice_key(tuple(x.shape), starts, ends, axes, steps)
+    return Slice(starts, ends, axes, steps, key)(x)[0]
+
+
+# ----- squeeze and unsqueeze ---------------------------------------------------------------
+class Squeeze(Operation):
+    """y = x without the size-1 axes ``axes`` (all of them when None)."""
+
+    def __init__(self, axes: tuple | None):
+        super().__init__()
+        self.axes = axes
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        if self.axes is None:
+            return x.reshape(tuple(d for d in x.shape if d != 1))
+        return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in self.axes))
+
+    def backward(self, dy):
+        return dy.reshape(self.cache)
+
+
+def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+    """Remove size-1 axes: those listed in ``axis`` (int or list, may be negative),
+    or every size-1 axis when None. ValueError if a listed axis is not of size 1."""
+    axes = None
+    if axis is not None:
+        axes = tuple(sorted({_axis(a, x.ndim(), "squeeze") for a in _axes_list(axis)}))
+        bad = [a for a in axes if x.shape[a] != 1]
+        if bad:
+            raise ValueError(f"squeeze: axes {bad} of shape {x.shape} do not have size 1")
+    return Squeeze(axes)(x)[0]
+
+
+class Unsqueeze(Operation):
+    """y = x with size-1 axes inserted at ``axes`` (positions in the output)."""
+
+    def __init__(self, axes: tuple):
+        super().__init__()
+        self.axes = axes
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        shape = list(x.shape)
+        for a in self.axes:
+            shape.insert(a, 1)
+        return x.reshape(shape)
+
+    def backward(self, dy):
+        return dy.reshape(self.cache)
+
+
+def unsqueeze(x: Tensor, axis: int | Sequence[int]) -> Tensor:
+    """Insert size-1 axes (ONNX Unsqueeze): ``axis`` (int or list) names positions in
+    the output, negative ones counted from the output's end."""
+    given = _axes_list(axis)
+    r = x.ndim() + len(given)
+    axes = sorted(_axis(a, r, "unsqueeze") for a in given)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"unsqueeze: repeated axes in {given}")
+    return Unsqueeze(tuple(axes))(x)[0]
+
+
+# ----- pad and expand ------------------------------------------------------------------------
+class Pad(Operation):
+    """ONNX Pad in modes constant, reflect and edge; negative pads crop."""
+
+    def __init__(self, mode: str, pads: tuple, constant: float = 0.0):
+        super().__init__()
+        self.mode = mode
+        self.pads = pads
+        self.constant = constant
+
+    def _parts(self, shape: tuple) -> tuple:
+        r = len(shape)
+        begin, end = self.pads[:r], self.pads[r:]
+        crop = tuple(_slice(max(-b, 0), d - max(-e, 0)) for b, e, d in zip(begin, end, shape))
+        widths = tuple((max(b, 0), max(e, 0)) for b, e in zip(begin, end))
+        return crop, widths
+
+    def forward(self, x):
+        xp = array_module(x)
+        crop, widths = self._parts(x.shape)
+        if self.requires_grad:
+            self.cache = x.shape
+        xc = x[crop]
+        if self.mode != "constant":
+            return xp.pad(xc, widths, mode=self.mode)
+        out = xp.full(tuple(d + b + e for d, (b, e) in zip(xc.shape, widths)), self.constant, dtype=x.dtype)
+        out[tuple(_slice(b, b + d) for d, (b, _) in zip(xc.shape, widths))] = xc
+        return out
+
+    def backward(self, dy):
+        xp = array_module(dy)
+        shape = self.cache
+        crop, widths = self._parts(shape)
+        g = dy
+        inner = [c.stop - c.start for c in crop]
+        for ax, ((b, e), n) in enumerate(zip(widths, inner)):
+            if b == 0 and e == 0:
+                continue
+            pre = (_slice(None),) * ax
+            core = g[pre + (_slice(b, b + n),)]
+            if self.mode == "constant" or n == 0:
+                g = core
+                continue
+            core = core.copy()
+            # where each padded position was copied from (numpy's own padding rule)
+            src = np.pad(np.arange(n), (b, e), mode=self.mode)
+            for j in list(range(b)) + list(range(b + n, b + n + e)):
+                core[pre + (int(src[j]),)] += g[pre + (j,)]
+            g = core
+        if g.shape == tuple(shape):
+            return g
+        dx = xp.zeros(shape, dtype=dy.dtype)
+        dx[crop] = g
+        return dx
+
+
+def pad(
+    x: Tensor,
+    mode: str = "constant",
+    pads: Sequence[int] | None = None,
+    constant: float = 0.0,
+) -> Tensor:
+    """ONNX Pad. ``pads`` lists [x1_begin, x2_begin, ..., x1_end, x2_end, ...], two
+    entries per axis (negative entries crop); ``mode`` is "constant" (fill with
+    ``constant``), "reflect" (mirror without repeating the edge) or "edge"."""
+    if mode not in ("constant", "reflect", "edge"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect' or 'edge', got {mode!r}")
+    r = x.ndim()
+    if pads is None or len(pads) != 2 * r:
+        raise ValueError(f"pad: pads must have 2 * ndim = {2 * r} entries for shape {x.shape}, got {pads}")
+    pads = tuple(int(p) for p in pads)
+    inner = [d + min(b, 0) + min(e, 0) for d, b, e in zip(x.shape, pads[:r], pads[r:])]
+    if any(n < 0 for n in inner) or any(
+        n == 0 and (b > 0 or e > 0) and mode != "constant" for n, b, e in zip(inner, pads[:r], pads[r:])
+    ):
+        raise ValueError(f"pad: pads {pads} do not fit shape {x.shape} in mode {mode!r}")
+    return Pad(mode, pads, constant)(x)[0]
+
+
+class Expand(Operation):
+    """y = x broadcast to ``shape`` (materialised)."""
+
+    def __init__(self, shape: tuple):
+        super().__init__()
+        self.shape = shape
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        xp = array_module(x)
+        return xp.broadcast_to(x, np.broadcast_shapes(x.shape, self.shape)).copy()
+
+    def backward(self, dy):
+        return unbroadcast(dy, self.cache)
+
+
+def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """ONNX Expand: broadcast ``x`` and ``shape`` against each other (numpy rules,
+    aligned on the right) and return ``x`` repeated to the result's shape."""
+    shape = tuple(int(s) for s in shape)
+    try:
+        np.broadcast_shapes(tuple(x.shape), shape)
+    except ValueError:
+        raise ValueError(f"expand: shape {x.shape} cannot be broadcast to {shape}") from None
+    return Expand(shape)(x)[0]
+
+
+# ----- gather, where, getitem ----------------------------------------------------------------
+class Gather(Operation):
+    """ONNX Gather: y = take(x, indices, axis); gradient scatter-added into zeros."""
+
+    def __init__(self, axis: int = 0):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x, indices):
+        xp = array_module(x)
+        if indices.dtype.kind not in "iu":
+            indices = indices.astype(np.int64)
+        if self.requires_grad:
+            self.cache = (x.shape, indices)
+        return xp.take(x, indices, axis=self.axis)
+
+    def backward(self, dy):
+        if not self.needs_grad[0]:
+            return None, None
+        shape, idx = self.cache
+        xp = array_module(dy)
+        dx = xp.zeros(shape, dtype=dy.dtype)
+        _scatter_add(xp, dx, (_slice(None),) * self.axis + (idx,), dy)
+        return dx, None
+
+
+def gather(x: Tensor, axis: int, indices: Any) -> Tensor:
+    """ONNX Gather: pick the entries ``indices`` (an int, list, array or integer
+    Tensor; negative values count from the end) of ``x`` along ``axis``. The result
+    has shape x.shape[:axis] + indices.shape + x.shape[axis + 1:]."""
+    ax = _axis(axis, x.ndim(), "gather")
+    ind = _lift(indices, x, dtype=None if isinstance(indices, Tensor) else np.int64)
+    n = x.shape[ax]
+    if ind.size():
+        lo, hi = int(ind.data.min()), int(ind.data.max())
+        if lo < -n or hi >= n:
+            raise ValueError(
+                f"gather: indices in [{lo}, {hi}] are out of range for axis {axis} of shape {x.shape}"
+            )
+    return Gather(ax)(x, ind)[0]
+
+
+class Where(Operation):
+    """y = x where condition else y (condition not differentiated)."""
+
+    def forward(self, x, y, c):
+        if c.dtype != bool:
+            c = c.astype(bool)
+        if self.requires_grad:
+            self.cache = (x.shape, y.shape, c)
+        return array_module(x).where(c, x, y)
+
+    def backward(self, dy):
+        sx, sy, c = self.cache
+        xp = array_module(dy)
+        dx = unbroadcast(xp.where(c, dy, 0), sx) if self.needs_grad[0] else None
+        dyy = unbroadcast(xp.where(c, 0, dy), sy) if self.needs_grad[1] else None
+        return dx, dyy, None
+
+
+def where(x: Any, y: Any, condition: Any) -> Tensor:
+    """``condition ? x : y`` elementwise with broadcasting (SINGA's argument order).
+    ``condition`` is a bool or numeric Tensor or array (nonzero means true) and gets no
+    gradient; ``x`` or ``y`` may be a number."""
+    like = x if isinstance(x, Tensor) else y
+    if not isinstance(like, Tensor):
+        raise ValueError("where: x or y must be a Tensor")
+    x, y = _lift(x, like), _lift(y, like)
+    c = _lift(condition, like, dtype=None if isinstance(condition, Tensor) else bool)
+    try:
+        np.broadcast_shapes(tuple(x.shape), tuple(y.shape), tuple(c.shape))
+    except ValueError:
+        raise ValueError(
+            f"where: shapes x {x.shape}, y {y.shape} and condition {c.shape} do not broadcast"
+        ) from None
+    return Where()(x, y, c)[0]
+
+
+def _is_basic(k: Any) -> bool:
+    return k is None or k is Ellipsis or isinstance(k, int | np.integer | _slice)
+
+
+class GetItem(Operation):
+    """y = x[key]; the gradient is scattered back into zeros of x's shape (added up
+    where an advanced index repeats an entry)."""
+
+    def __init__(self, key: tuple):
+        super().__init__()
+        self.key = key
+        self.basic = all(_is_basic(k) for k in key)
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.shape
+        return array_module(x).asarray(x[self.key])
+
+    def backward(self, dy):
+        xp = array_module(dy)
+        dx = xp.zeros(self.cache, dtype=dy.dtype)
+        if self.basic:
+            dx[self.key] = dy
+        else:
+            _scatter_add(xp, dx, self.key, dy)
+        return dx
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """``x[key]`` (what ``Tensor.__getitem__`` calls): basic indexing with ints,
+    slices, None and Ellipsis; integer or boolean arrays, lists and Tensors also work
+    (numpy's advanced indexing)."""
+    key = key if isinstance(key, tuple) else (key,)
+    xp = x.device.xp
+    conv = []
+    for k in key:
+        if isinstance(k, Tensor):
+            k = k.data
+        elif isinstance(k, list) or (isinstance(k, np.ndarray) and xp is not np):
+            k = xp.asarray(k)
+        conv.append(k)
+    return GetItem(tuple(conv))(x)[0]

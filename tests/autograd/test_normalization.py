@@ -1,0 +1,188 @@
+"""Normalization: batchnorm_2d (training and eval, 2-D and 4-D) and layer_norm."""
+
+import numpy as np
+import pytest
+
+from singa import autograd
+from singa.autograd.gradcheck import gradcheck
+from singa.tensor import Tensor
+
+rng = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def training():
+    prev = autograd.training
+    autograd.training = True
+    yield
+    autograd.training = prev
+
+
+def const(a, dtype=np.float64):
+    return Tensor(data=np.asarray(a), dtype=dtype, requires_grad=False)
+
+
+def bn_inputs(shape, dtype=np.float64):
+    c = shape[1]
+    x = rng.standard_normal(shape) * 2 + 0.5
+    scale, bias = rng.standard_normal(c), rng.standard_normal(c)
+    rm, rv = rng.standard_normal(c), rng.uniform(0.5, 2.0, c)
+    return [a.astype(dtype) for a in (x, scale, bias, rm, rv)]
+
+
+def bn_ref(x, scale, bias, mean, var, eps=1e-5):
+    b = (1, -1) + (1,) * (x.ndim - 2)
+    return (x - mean.reshape(b)) / np.sqrt(var.reshape(b) + eps) * scale.reshape(b) + bias.reshape(b)
+
+
+def chan_axes(x):
+    return (0,) + tuple(range(2, x.ndim))
+
+
+SHAPES = [(4, 3, 2, 3), (5, 2), (3, 2, 1, 1), (2, 3, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_batchnorm_training_forward_and_running_stats_in_place(shape):
+    x, scale, bias, rm, rv = bn_inputs(shape)
+    rm_t, rv_t = const(rm), const(rv)
+    rm_arr, rv_arr = rm_t.data, rv_t.data
+    y = autograd.batchnorm_2d(const(x), const(scale), const(bias), rm_t, rv_t, momentum=0.8, training=True)
+    ax = chan_axes(x)
+    mean, var = x.mean(axis=ax), x.var(axis=ax)
+    np.testing.assert_allclose(y.to_numpy(), bn_ref(x, scale, bias, mean, var), rtol=1e-10, atol=1e-12)
+    m = x.size // x.shape[1]
+    # running = momentum * running + (1 - momentum) * batch_stat, unbiased variance
+    np.testing.assert_allclose(rm_t.data, 0.8 * rm + 0.2 * mean, rtol=1e-12)
+    np.testing.assert_allclose(rv_t.data, 0.8 * rv + 0.2 * var * m / (m - 1), rtol=1e-12)
+    np.testing.assert_allclose(rv_t.data, 0.8 * rv + 0.2 * x.var(axis=ax, ddof=1), rtol=1e-12)
+    assert rm_t.data is rm_arr and rv_t.data is rv_arr  # updated in place, never rebound
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_batchnorm_eval_forward_uses_running_stats(shape):
+    x, scale, bias, rm, rv = bn_inputs(shape)
+    rm_t, rv_t = const(rm), const(rv)
+    y = autograd.batchnorm_2d(const(x), const(scale), const(bias), rm_t, rv_t, training=False)
+    np.testing.assert_allclose(y.to_numpy(), bn_ref(x, scale, bias, rm, rv), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(rm_t.data, rm)
+    np.testing.assert_array_equal(rv_t.data, rv)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 2, 3), (4, 3), (2, 2, 7), (2, 2, 6, 6)])
+@pytest.mark.parametrize("mode", [True, False])
+def test_batchnorm_gradcheck(shape, mode):
+    inputs = bn_inputs(shape)
+
+    def f(x, s, b, rm, rv):
+        return autograd.batchnorm_2d(x, s, b, rm, rv, momentum=0.7, training=mode)
+
+    gradcheck(f, inputs, wrt=[0, 1, 2])
+
+
+def test_batchnorm_only_x_needs_grad_and_training_flag_default():
+    x, scale, bias, rm, rv = bn_inputs((3, 2, 2, 2))
+    xt = Tensor(data=x, dtype=np.float64, requires_grad=True, stores_grad=True)
+    args = [const(scale), const(bias), const(rm), const(rv)]
+    g = autograd.gradients(autograd.batchnorm_2d(xt, *args), dy=np.ones(x.shape))
+    assert set(g) == {xt}
+    # sum(y) does not depend on x in training mode (y is centred per channel)
+    np.testing.assert_allclose(g[xt].to_numpy(), 0, atol=1e-12)
+    autograd.training = False
+    assert not np.allclose(args[2].data, rm)  # the training call moved the running mean
+    rm_now, rv_now = args[2].data.copy(), args[3].data.copy()
+    y = autograd.batchnorm_2d(const(x), *args)  # follows autograd.training: eval mode
+    np.testing.assert_array_equal(args[2].data, rm_now)
+    np.testing.assert_allclose(y.to_numpy(), bn_ref(x, scale, bias, rm_now, rv_now), rtol=1e-10)
+
+
+def test_batchnorm_float32_and_large_mean():
+    x, scale, bias, rm, rv = bn_inputs((8, 4, 5, 5), np.float32)
+    x = x + np.float32(10.0)
+    rm_t = const(rm, np.float32)
+    y = autograd.batchnorm_2d(
+        const(x, np.float32),
+        const(scale, np.float32),
+        const(bias, np.float32),
+        rm_t,
+        const(rv, np.float32),
+        training=True,
+    )
+    assert y.dtype == np.float32 and rm_t.dtype == np.float32
+    x64 = x.astype(np.float64)
+    ref = bn_ref(x64, scale, bias, x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3)))
+    np.testing.assert_allclose(y.to_numpy(), ref, atol=2e-5)
+
+
+def test_batchnorm_backward_matches_float64_in_float32():
+    x, scale, bias, rm, rv = bn_inputs((8, 4, 6, 6))
+    dy = rng.standard_normal(x.shape)
+    out = {}
+    for dt in (np.float64, np.float32):
+        ts = [Tensor(data=a, dtype=dt, requires_grad=True, stores_grad=True) for a in (x, scale, bias)]
+        y = autograd.batchnorm_2d(*ts, const(rm, dt), const(rv, dt), training=True)
+        g = autograd.gradients(y, dy=dy.astype(dt))
+        out[dt] = [g[t].to_numpy() for t in ts]
+        assert all(a.dtype == dt for a in out[dt])
+    for a, b in zip(out[np.float64], out[np.float32]):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4)
+
+
+def test_batchnorm_errors():
+    x = const(np.ones((2, 3, 2, 2)))
+    ok = const(np.ones(3))
+    with pytest.raises(ValueError, match=r"batchnorm_2d.*scale.*\(4,\)"):
+        autograd.batchnorm_2d(x, const(np.ones(4)), ok, ok, ok)
+    with pytest.raises(ValueError, match="running_var"):
+        autograd.batchnorm_2d(x, ok, ok, ok, const(np.ones((1, 3))))
+    with pytest.raises(ValueError, match="batchnorm_2d"):
+        autograd.batchnorm_2d(const(np.ones(3)), ok, ok, ok, ok)
+    with pytest.raises(ValueError, match="more than one value"):
+        autograd.batchnorm_2d(const(np.ones((1, 3))), ok, ok, ok, ok, training=True)
+    autograd.batchnorm_2d(const(np.ones((1, 3))), ok, ok, ok, ok, training=False)  # fine in eval
+
+
+# ----- layer_norm ----------------------------------------------------------------------------
+def ln_ref(x, scale, bias, axis, eps=1e-5):
+    ax = tuple(range(axis % x.ndim, x.ndim))
+    m, v = x.mean(axis=ax, keepdims=True), x.var(axis=ax, keepdims=True)
+    y = (x - m) / np.sqrt(v + eps) * scale
+    return y if bias is None else y + bias
+
+
+@pytest.mark.parametrize(
+    "shape,axis,sshape,bshape",
+    [
+        ((3, 5), -1, (5,), (5,)),
+        ((2, 3, 4), -1, (4,), (4,)),
+        ((2, 3, 4), 1, (3, 4), (3, 4)),
+        ((2, 3, 4), -2, (3, 4), (4,)),  # bias broadcast over the normalised shape
+        ((2, 3, 4), 0, (2, 3, 4), None),  # everything normalised, no bias
+        ((4, 6), 1, (1,), (6,)),
+    ],
+)
+def test_layer_norm(shape, axis, sshape, bshape):
+    x = rng.standard_normal(shape)
+    s = rng.standard_normal(sshape)
+    b = None if bshape is None else rng.standard_normal(bshape)
+    y = autograd.layer_norm(const(x), const(s), None if b is None else const(b), axis)
+    np.testing.assert_allclose(y.to_numpy(), ln_ref(x, s, b, axis), rtol=1e-10, atol=1e-12)
+    if b is None:
+        gradcheck(lambda x, s: autograd.layer_norm(x, s, None, axis), [x, s])
+    else:
+        gradcheck(lambda x, s, b: autograd.layer_norm(x, s, b, axis), [x, s, b])
+
+
+def test_layer_norm_float32_and_errors():
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    y = autograd.layer_norm(
+        const(x, np.float32), const(np.ones(8), np.float32), const(np.zeros(8), np.float32)
+    )
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y.to_numpy(), ln_ref(x.astype(np.float64), 1.0, 0.0, -1), atol=1e-5)
+    with pytest.raises(ValueError, match=r"layer_norm.*scale.*\(4,\)"):
+        autograd.layer_norm(const(x), const(np.ones(4)), None)
+    with pytest.raises(ValueError, match="layer_norm.*bias"):
+        autograd.layer_norm(const(x), const(np.ones(8)), const(np.ones((4, 8))), axis=1)
+    with pytest.raises(ValueError, match="layer_norm"):
+        autograd.layer_norm(const(x), const(np.ones(8)), None, axis=2)

@@ -1,0 +1,108 @@
+"""Reductions: reduce_sum, reduce_mean, reduce_max (ONNX) and sum, mean (PyTorch-like)."""
+
+import numpy as np
+import pytest
+
+from singa import autograd
+from singa.autograd.gradcheck import gradcheck
+from singa.tensor import Tensor
+
+rng = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def training():
+    prev = autograd.training
+    autograd.training = True
+    yield
+    autograd.training = prev
+
+
+def const(a, dtype=np.float64):
+    return Tensor(data=np.asarray(a), dtype=dtype, requires_grad=False)
+
+
+def np_axes(axes):
+    return None if axes is None or axes == [] else tuple(axes)
+
+
+AXES = [None, [], [0], [1, 2], [-1], [0, -1], [0, 1, 2]]
+ONNX = [
+    (autograd.reduce_sum, np.sum),
+    (autograd.reduce_mean, np.mean),
+    (autograd.reduce_max, np.max),
+]
+
+
+@pytest.mark.parametrize("fn,ref", ONNX)
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_onnx_reductions(fn, ref, axes, keepdims):
+    x = rng.standard_normal((2, 3, 4))  # distinct values: max has no ties
+    y = fn(const(x), axes, keepdims)
+    expect = ref(x, axis=np_axes(axes), keepdims=bool(keepdims))
+    assert y.shape == np.shape(expect)
+    assert isinstance(y.data, np.ndarray)
+    np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12)
+    gradcheck(lambda x: fn(x, axes, keepdims), [x])
+
+
+def test_onnx_default_keeps_dims_and_reduces_all():
+    x = rng.standard_normal((2, 3))
+    assert autograd.reduce_sum(const(x)).shape == (1, 1)
+    np.testing.assert_allclose(autograd.reduce_mean(const(x)).to_numpy(), [[x.mean()]])
+    assert autograd.reduce_max(const(x), 1).shape == (2, 1)
+
+
+@pytest.mark.parametrize("fn,ref", [(autograd.sum, np.sum), (autograd.mean, np.mean)])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), (1,)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_torch_like(fn, ref, axis, keepdims):
+    x = rng.standard_normal((3, 2, 4))
+    y = fn(const(x), axis, keepdims)
+    expect = ref(x, axis=axis, keepdims=keepdims)
+    assert y.shape == np.shape(expect)
+    np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12)
+    gradcheck(lambda x: fn(x, axis, keepdims), [x])
+
+
+def test_sum_default_is_a_scalar_and_float32():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = autograd.sum(const(x, np.float32))
+    assert y.shape == () and y.dtype == np.float32 and float(y) == 15.0
+    assert autograd.mean(const(x, np.float32), 0).dtype == np.float32
+
+
+def test_reduce_max_ties_split_equally():
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    xt = Tensor(data=x, dtype=np.float64, requires_grad=True, stores_grad=True)
+    g = autograd.gradients(autograd.reduce_max(xt, [1]), dy=np.array([[6.0], [4.0]]))[xt].to_numpy()
+    np.testing.assert_allclose(g, [[0, 3, 3, 0], [1, 1, 1, 1]])
+    # with exactly two-way ties, central differences also see the half split
+    pairs = np.array([[0.5, 2.0, -1.0, 2.0], [3.0, 1.0, 3.0, -2.0]])
+    gradcheck(lambda x: autograd.reduce_max(x, [1], 0), [pairs])
+    gradcheck(lambda x: autograd.reduce_max(x, None, 0), [np.array([1.0, 4.0, 4.0, 2.0])])
+
+
+def test_gradient_is_writable_and_float32():
+    x = Tensor(data=np.ones((3, 4), np.float32), requires_grad=True, stores_grad=True)
+    for fn in (autograd.reduce_sum, autograd.reduce_mean, autograd.reduce_max):
+        g = autograd.gradients(fn(x, [0]), dy=np.ones((1, 4), np.float32))[x]
+        assert g.dtype == np.float32 and g.shape == (3, 4)
+        g.data += 1  # a fresh array, not a read-only broadcast view
+
+
+@pytest.mark.parametrize("fn", [autograd.reduce_sum, autograd.reduce_mean, autograd.reduce_max])
+def test_bad_axes(fn):
+    x = const(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"reduce_.*\(2, 3\)"):
+        fn(x, [2])
+    with pytest.raises(ValueError, match="repeated"):
+        fn(x, [1, -1])
+    with pytest.raises(ValueError, match="sum"):
+        autograd.sum(x, -3)
+
+
+def test_reduce_max_empty_error():
+    with pytest.raises(ValueError, match="reduce_max"):
+        autograd.reduce_max(const(np.ones((0, 3))))
