@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from singa import data
-from singa.data import datasets
+from singa.data import datasets, sources
 
 
 def test_embedded_files_match_published_checksums():
@@ -25,10 +25,10 @@ def test_embedded_files_match_published_checksums():
     }
     for name, (sha, md5) in published.items():
         raw = (datasets.EMBEDDED_DIR / name).read_bytes()
-        assert hashlib.sha256(raw).hexdigest() == datasets.EMBEDDED_SHA256[name]
+        assert hashlib.sha256(raw).hexdigest() == sources.EMBEDDED_SHA256[name]
         content = gzip.decompress(raw)
         assert hashlib.sha256(content).hexdigest() == sha
-        assert hashlib.md5(content).hexdigest() == md5 == datasets.EMBEDDED_RAW_MD5[name]
+        assert hashlib.md5(content).hexdigest() == md5 == sources.EMBEDDED_RAW_MD5[name]
     assert (datasets.EMBEDDED_DIR / "LICENSE-fashion-mnist.txt").read_text().count("MIT License") == 1
 
 
