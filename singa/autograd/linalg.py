@@ -90,12 +90,15 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     Raises ValueError naming both shapes when the inner dimensions or the batch
     dimensions do not match.
     """
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    ok = a.ndim() >= 1 and b.ndim() >= 1
-    if ok:
-        ea = sa if len(sa) > 1 else (1,) + sa
-        eb = sb if len(sb) > 1 else sb + (1,)
-        ok = ea[-1] == eb[-2] and _broadcast_batch(ea, eb) is not None
+    sa, sb = a.shape, b.shape
+    if len(sa) == 2 and len(sb) == 2:  # the common case, checked cheaply
+        ok = sa[1] == sb[0]
+    else:
+        ok = len(sa) >= 1 and len(sb) >= 1
+        if ok:
+            ea = sa if len(sa) > 1 else (1,) + sa
+            eb = sb if len(sb) > 1 else sb + (1,)
+            ok = ea[-1] == eb[-2] and _broadcast_batch(ea, eb) is not None
     if not ok:
         raise ValueError(f"matmul: shapes {sa} and {sb} do not match")
     return MatMul()(a, b)[0]

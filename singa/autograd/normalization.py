@@ -41,6 +41,16 @@ def _chan_dot(a3: Any, b3: Any) -> Any:
     return ones_vector(a3, n) @ rows
 
 
+def _rows(coef: Any, s: int, dt: Any) -> Any:
+    """A per-channel vector (C,) spread to one row (1, C * s) matching x.reshape(N, C * s).
+
+    Broadcasting a full row is about 1.6x faster in numpy than broadcasting (1, C, 1, 1)
+    over (N, C, H, W) (contiguous SIMD loops instead of stride-0 ones).
+    """
+    coef = coef.astype(dt, copy=False)
+    return (coef if s == 1 else array_module(coef).repeat(coef, s)).reshape(1, -1)
+
+
 class BatchNorm2d(Operation):
     """Batch normalization of x (N, C, ...) per channel C.
 
@@ -60,16 +70,15 @@ class BatchNorm2d(Operation):
         xp = array_module(x)
         n, c = x.shape[:2]
         s = math.prod(x.shape[2:])
-        bshape = (1, c) + (1,) * (x.ndim - 2)
         dt = x.dtype
+        xr = x.reshape(n, c * s)
         if self.training:
-            x3 = x.reshape(n, c, s)
-            m = _chan_sum(x3) * (1.0 / (n * s))
-            y = x - m.reshape(bshape)
+            m = _chan_sum(x.reshape(n, c, s)) * (1.0 / (n * s))
+            y = xr - _rows(m, s, dt)
             var = _chan_dot(y.reshape(n, c, s), y.reshape(n, c, s)) * (1.0 / (n * s))
             invstd = 1.0 / xp.sqrt(var + self.eps)
-            y *= (scale * invstd).astype(dt, copy=False).reshape(bshape)
-            y += bias.astype(dt, copy=False).reshape(bshape)
+            y *= _rows(scale * invstd, s, dt)
+            y += _rows(bias, s, dt)
             mom = self.momentum
             running_mean *= mom
             running_mean += (1.0 - mom) * m
@@ -80,18 +89,17 @@ class BatchNorm2d(Operation):
         else:
             invstd = 1.0 / xp.sqrt(running_var + self.eps)
             a = scale * invstd
-            y = x * a.astype(dt, copy=False).reshape(bshape)
-            y += (bias - running_mean * a).astype(dt, copy=False).reshape(bshape)
+            y = xr * _rows(a, s, dt)
+            y += _rows(bias - running_mean * a, s, dt)
             if self.requires_grad:
                 self.cache = (x, running_mean.copy(), invstd, scale)
-        return y
+        return y.reshape(x.shape)
 
     def backward(self, dy):
         x, m, invstd, scale = self.cache
         n, c = x.shape[:2]
         s = math.prod(x.shape[2:])
         big_m = n * s
-        bshape = (1, c) + (1,) * (x.ndim - 2)
         dt = dy.dtype
         dy3 = dy.reshape(n, c, s)
         sdy = _chan_sum(dy3)
@@ -103,15 +111,16 @@ class BatchNorm2d(Operation):
         dx = None
         if need_x:
             a = scale * invstd
-            dx = dy * a.astype(dt, copy=False).reshape(bshape)
+            dx = dy.reshape(n, c * s) * _rows(a, s, dt)
             if self.training:
                 # dx = a * (dy - sum(dy)/M - xhat * sum(dy*xhat)/M), written as
                 # a*dy + kx*x + k0 per channel to avoid materialising xhat
                 kx = -a * invstd * dscale / big_m
                 k0 = a * (invstd * dscale * m - sdy) / big_m
-                t = x * kx.astype(dt, copy=False).reshape(bshape)
+                t = x.reshape(n, c * s) * _rows(kx, s, dt)
                 dx += t
-                dx += k0.astype(dt, copy=False).reshape(bshape)
+                dx += _rows(k0, s, dt)
+            dx = dx.reshape(x.shape)
         return (
             dx,
             dscale.astype(scale.dtype, copy=False) if need_s else None,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from singa.autograd.engine import Operation, array_module
+from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
 
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean"]
@@ -60,13 +61,37 @@ class _Reduce(Operation):
         return out
 
 
+def _sum(x: Any, axes: tuple | None, keepdims: bool) -> Any:
+    """x.sum over ``axes``; a leading or trailing block of axes of a float array goes
+    through BLAS (``ones @ x2`` / ``x2 @ ones``), several times faster on the CPU."""
+    xp = array_module(x)
+    r = x.ndim
+    ax = tuple(range(r)) if axes is None else axes
+    k = len(ax)
+    if (
+        x.dtype.kind == "f"
+        and x.size
+        and 0 < k < r
+        and (ax == tuple(range(k)) or ax == tuple(range(r - k, r)))
+    ):
+        lead = ax[0] == 0
+        p = math.prod(x.shape[i] for i in ax)
+        if lead:
+            out = ones_vector(x, p) @ x.reshape(p, -1)
+        else:
+            out = x.reshape(-1, p) @ ones_vector(x, p)
+        shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keepdims else _drop(x.shape, ax)
+        return out.reshape(shape)
+    return xp.asarray(x.sum(axis=axes, keepdims=keepdims))
+
+
 class ReduceSum(_Reduce):
     """y = sum of x over ``axes`` (all when None)."""
 
     def forward(self, x):
         if self.requires_grad:
             self.cache = x.shape
-        return array_module(x).asarray(x.sum(axis=self.axes, keepdims=self.keepdims))
+        return _sum(x, self.axes, self.keepdims)
 
     def backward(self, dy):
         return self._spread(dy, self.cache)
@@ -78,7 +103,12 @@ class ReduceMean(_Reduce):
     def forward(self, x):
         if self.requires_grad:
             self.cache = x.shape
-        return array_module(x).asarray(x.mean(axis=self.axes, keepdims=self.keepdims))
+        if x.dtype.kind != "f":
+            return array_module(x).asarray(x.mean(axis=self.axes, keepdims=self.keepdims))
+        n = math.prod(x.shape) // max(math.prod(self._kept_shape(x.shape)), 1)
+        y = _sum(x, self.axes, self.keepdims)  # a fresh array
+        y /= n
+        return y
 
     def backward(self, dy):
         shape = self.cache

@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 _slice = builtins.slice  # this module defines its own ``slice``
+_Ints = Sequence[int]
 
 
 def _axis(axis: int, ndim: int, op: str) -> int:
@@ -48,10 +49,11 @@ def _axes_list(axes: Any) -> list[int]:
 
 
 def _scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
-    """a[key] += v with repeated indices accumulated (np.add.at / cupyx.scatter_add)."""
-    if xp is np:
-        np.add.at(a, key, v)
-    else:
+    """a[key] += v with repeated indices accumulated (ufunc.at; cupyx.scatter_add on
+    cupy versions without ``cupy.add.at``)."""
+    if xp is np or hasattr(xp.add, "at"):
+        xp.add.at(a, key, v)
+    else:  # pragma: no cover - old cupy
         import cupyx
 
         cupyx.scatter_add(a, key, v)
@@ -300,11 +302,7 @@ class Slice(Operation):
 
 
 def slice(
-    x: Tensor,
-    starts: Sequence[int],
-    ends: Sequence[int],
-    axes: Sequence[int] | None = None,
-    steps: Sequence[int] | None = None,
+    x: Tensor, starts: _Ints, ends: _Ints, axes: _Ints | None = None, steps: _Ints | None = None
 ) -> Tensor:
     """ONNX Slice: ``x[starts[i]:ends[i]:steps[i]]`` along ``axes[i]`` (default: the
     first len(starts) axes, steps 1). Negative indices count from the end, indices
@@ -431,10 +429,7 @@ class Pad(Operation):
 
 
 def pad(
-    x: Tensor,
-    mode: str = "constant",
-    pads: Sequence[int] | None = None,
-    constant: float = 0.0,
+    x: Tensor, mode: str = "constant", pads: Sequence[int] | None = None, constant: float = 0.0
 ) -> Tensor:
     """ONNX Pad. ``pads`` lists [x1_begin, x2_begin, ..., x1_end, x2_end, ...], two
     entries per axis (negative entries crop); ``mode`` is "constant" (fill with

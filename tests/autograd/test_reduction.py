@@ -106,3 +106,12 @@ def test_bad_axes(fn):
 def test_reduce_max_empty_error():
     with pytest.raises(ValueError, match="reduce_max"):
         autograd.reduce_max(const(np.ones((0, 3))))
+
+
+def test_integer_input_is_exact():
+    x = np.arange(24, dtype=np.int64).reshape(2, 3, 4) * (2**40)
+    t = Tensor(data=x, dtype=np.int64, requires_grad=False)
+    np.testing.assert_array_equal(autograd.sum(t, 0).to_numpy(), x.sum(0))
+    np.testing.assert_array_equal(autograd.reduce_sum(t, [2]).to_numpy(), x.sum(2, keepdims=True))
+    np.testing.assert_array_equal(autograd.mean(t, (1, 2)).to_numpy(), x.mean((1, 2)))
+    np.testing.assert_array_equal(autograd.reduce_max(t, [0]).to_numpy(), x.max(0, keepdims=True))
