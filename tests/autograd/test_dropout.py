@@ -108,3 +108,23 @@ def test_identity_in_eval_and_with_ratio_zero():
 def test_bad_ratio(ratio):
     with pytest.raises(ValueError, match="dropout"):
         autograd.dropout(const(np.ones(3)), ratio)
+
+
+@pytest.mark.gpu
+def test_gpu_dropout_masks():
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    gpu = device.create_cuda_gpu()
+    x = Tensor(data=np.ones((400, 500), np.float32), device=gpu, requires_grad=True, stores_grad=True)
+    gpu.set_rand_seed(4)
+    y1 = autograd.dropout(x, 0.3)
+    y2 = autograd.dropout(x, 0.3)
+    a, b = y1.to_numpy(), y2.to_numpy()
+    assert (a != b).any()
+    assert abs((a != 0).mean() - 0.7) < 0.01
+    np.testing.assert_allclose(a[a != 0], 1 / 0.7, rtol=1e-6)
+    g = autograd.gradients(y1, dy=np.full((400, 500), 2.0, np.float32))[x].to_numpy()
+    np.testing.assert_allclose(g, 2 * a, rtol=1e-6)
+    gpu.set_rand_seed(4)
+    np.testing.assert_array_equal(autograd.dropout(x, 0.3).to_numpy(), a)

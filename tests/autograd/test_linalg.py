@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from singa import autograd
+from singa import autograd, device
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -152,3 +152,53 @@ def test_gemm_shape_errors(sa, sb, sc, ta, tb):
     c = None if sc is None else const(np.ones(sc))
     with pytest.raises(ValueError, match="gemm"):
         autograd.gemm(const(np.ones(sa)), const(np.ones(sb)), c, transA=ta, transB=tb)
+
+
+# ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
+def gpu_or_skip():
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    return device.create_cuda_gpu()
+
+
+def run_on(dev, fn, arrays):
+    """fn's output and the gradients of the float inputs for a fixed random dy."""
+    ts = [
+        Tensor(
+            data=a,
+            device=dev,
+            dtype=a.dtype,
+            requires_grad=a.dtype.kind == "f",
+            stores_grad=a.dtype.kind == "f",
+        )
+        for a in arrays
+    ]
+    y = fn(*ts)
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
+    g = autograd.gradients(y, dy=dy)
+    return [y.to_numpy()] + [g[t].to_numpy() for t in ts if t in g]
+
+
+def assert_gpu_matches_cpu(fn, arrays, atol=1e-5):
+    gpu = gpu_or_skip()
+    cpu_out = run_on(device.get_default_device(), fn, arrays)
+    gpu_out = run_on(gpu, fn, arrays)
+    assert len(cpu_out) == len(gpu_out)
+    for c, g in zip(cpu_out, gpu_out):
+        np.testing.assert_allclose(g, c, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "fn,shapes",
+    [
+        (autograd.matmul, [(2, 1, 3, 4), (5, 4, 2)]),
+        (autograd.matmul, [(6, 3, 4), (4, 2)]),
+        (lambda x, b: autograd.add_bias(x, b, 0), [(64, 5), (5,)]),
+        (lambda x, b: autograd.add_bias(x, b, 1), [(6, 5), (6, 1)]),
+        (lambda a, b, c: autograd.gemm(a, b, c, 0.5, 2.0, True, True), [(4, 3), (5, 4), (5,)]),
+    ],
+)
+def test_gpu_matches_cpu(fn, shapes):
+    assert_gpu_matches_cpu(fn, [randn(*s).astype(np.float32) for s in shapes])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from singa import autograd
+from singa import autograd, device
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -186,3 +186,66 @@ def test_layer_norm_float32_and_errors():
         autograd.layer_norm(const(x), const(np.ones(8)), const(np.ones((4, 8))), axis=1)
     with pytest.raises(ValueError, match="layer_norm"):
         autograd.layer_norm(const(x), const(np.ones(8)), None, axis=2)
+
+
+# ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
+def gpu_or_skip():
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    return device.create_cuda_gpu()
+
+
+def run_on(dev, fn, arrays):
+    """fn's output and the gradients of the float inputs for a fixed random dy."""
+    ts = [
+        Tensor(
+            data=a,
+            device=dev,
+            dtype=a.dtype,
+            requires_grad=a.dtype.kind == "f",
+            stores_grad=a.dtype.kind == "f",
+        )
+        for a in arrays
+    ]
+    y = fn(*ts)
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
+    g = autograd.gradients(y, dy=dy)
+    return [y.to_numpy()] + [g[t].to_numpy() for t in ts if t in g]
+
+
+def assert_gpu_matches_cpu(fn, arrays, atol=1e-5):
+    gpu = gpu_or_skip()
+    cpu_out = run_on(device.get_default_device(), fn, arrays)
+    gpu_out = run_on(gpu, fn, arrays)
+    assert len(cpu_out) == len(gpu_out)
+    for c, g in zip(cpu_out, gpu_out):
+        np.testing.assert_allclose(g, c, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(8, 3, 5, 5), (16, 4)])
+@pytest.mark.parametrize("mode", [True, False])
+def test_gpu_batchnorm_matches_cpu(shape, mode):
+    x, scale, bias, rm, rv = bn_inputs(shape, np.float32)
+    stats = []  # running statistics of the CPU run, then of the GPU run
+
+    def f(x, s, b):
+        dev = x.device
+        rm_t, rv_t = (
+            Tensor(data=rm, device=dev, requires_grad=False),
+            Tensor(data=rv, device=dev, requires_grad=False),
+        )
+        stats.append((rm_t, rv_t))
+        return autograd.batchnorm_2d(x, s, b, rm_t, rv_t, training=mode)
+
+    assert_gpu_matches_cpu(f, [x, scale, bias])
+    for c, g in zip(*stats):
+        np.testing.assert_allclose(g.to_numpy(), c.to_numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_layer_norm_matches_cpu():
+    x = rng.standard_normal((4, 3, 6)).astype(np.float32)
+    s, b = rng.standard_normal((3, 6)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    assert_gpu_matches_cpu(lambda x, s, b: autograd.layer_norm(x, s, b, 1), [x, s, b])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from singa import autograd
+from singa import autograd, device
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -115,3 +115,53 @@ def test_integer_input_is_exact():
     np.testing.assert_array_equal(autograd.reduce_sum(t, [2]).to_numpy(), x.sum(2, keepdims=True))
     np.testing.assert_array_equal(autograd.mean(t, (1, 2)).to_numpy(), x.mean((1, 2)))
     np.testing.assert_array_equal(autograd.reduce_max(t, [0]).to_numpy(), x.max(0, keepdims=True))
+
+
+# ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
+def gpu_or_skip():
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    return device.create_cuda_gpu()
+
+
+def run_on(dev, fn, arrays):
+    """fn's output and the gradients of the float inputs for a fixed random dy."""
+    ts = [
+        Tensor(
+            data=a,
+            device=dev,
+            dtype=a.dtype,
+            requires_grad=a.dtype.kind == "f",
+            stores_grad=a.dtype.kind == "f",
+        )
+        for a in arrays
+    ]
+    y = fn(*ts)
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
+    g = autograd.gradients(y, dy=dy)
+    return [y.to_numpy()] + [g[t].to_numpy() for t in ts if t in g]
+
+
+def assert_gpu_matches_cpu(fn, arrays, atol=1e-5):
+    gpu = gpu_or_skip()
+    cpu_out = run_on(device.get_default_device(), fn, arrays)
+    gpu_out = run_on(gpu, fn, arrays)
+    assert len(cpu_out) == len(gpu_out)
+    for c, g in zip(cpu_out, gpu_out):
+        np.testing.assert_allclose(g, c, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: autograd.reduce_sum(x, [0, 1]),
+        lambda x: autograd.reduce_mean(x, [-1], 0),
+        lambda x: autograd.reduce_max(x, [1]),
+        lambda x: autograd.sum(x),
+        lambda x: autograd.mean(x, (0, 2), True),
+    ],
+)
+def test_gpu_matches_cpu(fn):
+    assert_gpu_matches_cpu(fn, [rng.standard_normal((4, 5, 6)).astype(np.float32)])

@@ -4,7 +4,7 @@ unsqueeze, pad, expand, gather, where, getitem."""
 import numpy as np
 import pytest
 
-from singa import autograd
+from singa import autograd, device
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -367,3 +367,59 @@ def test_getitem_advanced_accumulates(key):
 def test_getitem_index_error():
     with pytest.raises(IndexError):
         const(np.ones((2, 3)))[5]
+
+
+# ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
+def gpu_or_skip():
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    return device.create_cuda_gpu()
+
+
+def run_on(dev, fn, arrays):
+    """fn's output and the gradients of the float inputs for a fixed random dy."""
+    ts = [
+        Tensor(
+            data=a,
+            device=dev,
+            dtype=a.dtype,
+            requires_grad=a.dtype.kind == "f",
+            stores_grad=a.dtype.kind == "f",
+        )
+        for a in arrays
+    ]
+    y = fn(*ts)
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
+    g = autograd.gradients(y, dy=dy)
+    return [y.to_numpy()] + [g[t].to_numpy() for t in ts if t in g]
+
+
+def assert_gpu_matches_cpu(fn, arrays, atol=1e-5):
+    gpu = gpu_or_skip()
+    cpu_out = run_on(device.get_default_device(), fn, arrays)
+    gpu_out = run_on(gpu, fn, arrays)
+    assert len(cpu_out) == len(gpu_out)
+    for c, g in zip(cpu_out, gpu_out):
+        np.testing.assert_allclose(g, c, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: autograd.flatten(autograd.transpose(x, (2, 0, 1)), 2),
+        lambda x: autograd.cat(autograd.split(x, 1, [1, 3])[::-1], 1),
+        lambda x: autograd.slice(x, [-1, 1], [-100, 5], [0, 2], [-2, 2]),
+        lambda x: autograd.unsqueeze(autograd.squeeze(autograd.reshape(x, (1, 3, 4, 5)), 0), -1),
+        lambda x: autograd.pad(x, "reflect", [1, 2, 0, 0, 1, 3]),
+        lambda x: autograd.pad(x, "edge", [0, -1, 2, 1, 1, 0]),
+        lambda x: autograd.pad(x, "constant", [1, 0, 1, 0, 2, 0], 3.0),
+        lambda x: autograd.expand(autograd.reduce_sum(x, [1]), (2, 3, 4, 5)),
+        lambda x: autograd.gather(x, 1, [3, 0, 3, -1]),
+        lambda x: autograd.where(x, 0.5, np.arange(5) % 2 == 0),
+        lambda x: x[1:, None, [0, 2, 2], ::-2],
+    ],
+)
+def test_gpu_matches_cpu(fn):
+    assert_gpu_matches_cpu(fn, [randn(3, 4, 5).astype(np.float32)])
