@@ -249,3 +249,12 @@ def test_gpu_layer_norm_matches_cpu():
     x = rng.standard_normal((4, 3, 6)).astype(np.float32)
     s, b = rng.standard_normal((3, 6)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
     assert_gpu_matches_cpu(lambda x, s, b: autograd.layer_norm(x, s, b, 1), [x, s, b])
+
+
+def test_layer_norm_keeps_x_dtype_with_float64_parameters():
+    x = Tensor(data=rng.standard_normal((3, 4)), dtype=np.float32, requires_grad=True, stores_grad=True)
+    s = Tensor(data=np.ones(4), dtype=np.float64, requires_grad=True, stores_grad=True)
+    y = autograd.layer_norm(x, s, const(np.zeros(4)))
+    assert y.dtype == np.float32
+    g = autograd.gradients(y, dy=np.ones((3, 4), np.float32))
+    assert g[x].dtype == np.float32 and g[s].shape == (4,)
