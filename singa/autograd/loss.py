@@ -1,20 +1,98 @@
-"""Loss functions. Each returns a tensor of shape (1,), as SINGA does, averaged over
-the batch."""
+"""Loss functions. Each returns a tensor of shape (1,) with the input's dtype, as SINGA
+does (so ``tensor.to_numpy(loss)[0]`` is the value).
+
+The class axis is the last one. Class-index targets have shape ``x.shape[:-1]`` and
+any numeric dtype (float labels must hold whole numbers); out-of-range indices raise
+ValueError. Targets never get a gradient (their backward entry is None); floating
+targets are cast to ``x``'s dtype.
+
+"Mean over the batch" divides by the number of rows ``N = x.size // x.shape[-1]``
+(``x.shape[0]`` for the usual (N, C) input).
+"""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
-__all__ = ["softmax_cross_entropy"]
+__all__ = ["softmax_cross_entropy", "cross_entropy", "mse_loss", "binary_cross_entropy", "nll_loss"]
+
+_LOG_MIN = -100.0  # PyTorch clamps log(p) at -100 in binary_cross_entropy
+_P_MIN = math.exp(_LOG_MIN)
+_BCE_EPS = 1e-12  # PyTorch's binary_cross_entropy_backward
 
 
+# ----- helpers -------------------------------------------------------------------------
 def _is_index_target(x, t) -> bool:
     return t.ndim == x.ndim - 1
 
 
+def _rows(x) -> int:
+    return x.size // x.shape[-1] if x.ndim else 1
+
+
+def _indices(name: str, t, c: int):
+    """Class indices of ``t`` as a flat int64 array, checked to be whole and in [0, c)."""
+    xp = array_module(t)
+    idx = t.astype(xp.int64, copy=False).reshape(-1)
+    if t.dtype.kind == "f" and bool((idx != t.reshape(-1)).any()):
+        raise ValueError(f"{name}: float class indices must be whole numbers")
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= c:
+            raise ValueError(f"{name}: class indices must lie in [0, {c}), got values in [{lo}, {hi}]")
+    return idx
+
+
+def _like(t, x):
+    """Floating target ``t`` in x's dtype (integers too, for labels of x's shape)."""
+    return t if t.dtype == x.dtype else t.astype(x.dtype)
+
+
+def _scalar(xp, value, dtype):
+    return xp.asarray(value, dtype=dtype).reshape(1)
+
+
+def _check_float(name: str, x: Tensor, what: str = "x") -> None:
+    if x.dtype.kind != "f":
+        raise ValueError(f"{name}: {what} must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def _check_numeric(name: str, t: Tensor) -> None:
+    if t.dtype.kind not in "biuf":
+        raise ValueError(f"{name}: target must be numeric, got dtype {t.dtype}")
+
+
+def _check_class_target(name: str, x: Tensor, t: Tensor, labels: bool = True) -> None:
+    """t is indices of shape x.shape[:-1] or (when ``labels``) labels of x's shape."""
+    _check_float(name, x)
+    _check_numeric(name, t)
+    if x.ndim() < 1:
+        raise ValueError(f"{name}: x of shape {x.shape} needs a class axis")
+    if t.shape == x.shape[:-1]:
+        return
+    if labels and t.shape == x.shape:
+        return
+    expect = "class indices of shape x.shape[:-1]" + (" or labels of x's shape" if labels else "")
+    raise ValueError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
+
+
+def _check_same(name: str, x: Tensor, t: Tensor) -> None:
+    _check_float(name, x)
+    _check_numeric(name, t)
+    if t.shape != x.shape:
+        raise ValueError(
+            f"{name}: x of shape {x.shape} and target of shape {t.shape} must have the same shape"
+        )
+
+
+# ----- operators -----------------------------------------------------------------------
 class SoftMaxCrossEntropy(Operation):
-    """loss = mean over the batch of -sum(t * log_softmax(x)) along the last axis.
+    """loss = mean over the rows of -sum(t * log_softmax(x)) along the last axis.
 
     ``t`` holds class indices (one fewer dimension than ``x``, any numeric dtype) or
     one-hot / soft labels (the same shape as ``x``).
@@ -22,29 +100,33 @@ class SoftMaxCrossEntropy(Operation):
 
     def forward(self, x, t):
         xp = array_module(x)
+        c = x.shape[-1]
+        n = _rows(x)
         shifted = x - x.max(axis=-1, keepdims=True)
         e = xp.exp(shifted)
         s = e.sum(axis=-1, keepdims=True)
-        logp = shifted - xp.log(s)
-        n = x.size // x.shape[-1]
+        logp = shifted
+        logp -= xp.log(s)
         if _is_index_target(x, t):
-            idx = t.astype(xp.int64).reshape(-1)
-            picked = logp.reshape(-1, x.shape[-1])[xp.arange(idx.size), idx]
-            loss = -picked.sum() / n
+            idx = _indices("softmax_cross_entropy", t, c)
+            loss = -logp.reshape(-1, c)[xp.arange(idx.size), idx].sum() / n
+            tt = idx
         else:
-            loss = -(t * logp).sum() / n
+            tt = _like(t, x)
+            loss = -(tt * logp).sum() / n
         if self.requires_grad:
-            self.cache = (e / s, t)
-        return xp.asarray(loss, dtype=x.dtype).reshape(1)
+            e /= s
+            self.cache = (e, tt)
+        return _scalar(xp, loss, x.dtype)
 
     def backward(self, dy):
         p, t = self.cache
         xp = array_module(p)
-        n = p.size // p.shape[-1]
-        if _is_index_target(p, t):
-            g = p.reshape(-1, p.shape[-1]).copy()
-            idx = t.astype(xp.int64).reshape(-1)
-            g[xp.arange(idx.size), idx] -= 1
+        c = p.shape[-1]
+        n = _rows(p)
+        if t.dtype.kind == "i":  # flat class indices (labels were cast to p's dtype)
+            g = p.reshape(-1, c).copy()
+            g[xp.arange(t.size), t] -= 1
             g = g.reshape(p.shape)
         else:
             g = p - t
@@ -52,11 +134,151 @@ class SoftMaxCrossEntropy(Operation):
         return g, None
 
 
+class CrossEntropy(Operation):
+    """loss = -sum(t * log(y)) / N for probabilities ``y`` (SINGA's CrossEntropy).
+
+    log(y) is clamped at -100 (so y == 0 gives a finite loss, and 0 * log 0 is 0); the
+    gradient is -t / y where log(y) > -100 and 0 where the clamp is active.
+    """
+
+    def forward(self, y, t):
+        xp = array_module(y)
+        c = y.shape[-1]
+        n = _rows(y)
+        if _is_index_target(y, t):
+            idx = _indices("cross_entropy", t, c)
+            picked = y.reshape(-1, c)[xp.arange(idx.size), idx]
+            with np.errstate(divide="ignore"):
+                loss = -xp.maximum(xp.log(picked), _LOG_MIN).sum() / n
+            tt = idx
+        else:
+            tt = _like(t, y)
+            with np.errstate(divide="ignore"):
+                logy = xp.maximum(xp.log(y), _LOG_MIN)
+            loss = -(tt * logy).sum() / n
+        if self.requires_grad:
+            self.cache = (y, tt)
+        return _scalar(xp, loss, y.dtype)
+
+    def backward(self, dy):
+        y, t = self.cache
+        xp = array_module(y)
+        c = y.shape[-1]
+        scale = -dy.reshape(()) / _rows(y)
+        if t.dtype.kind == "i":  # flat class indices
+            rows = xp.arange(t.size)
+            picked = y.reshape(-1, c)[rows, t]
+            g = xp.zeros((t.size, c), dtype=y.dtype)
+            g[rows, t] = (picked > _P_MIN) * (scale / xp.maximum(picked, _P_MIN))
+            return g.reshape(y.shape), None
+        g = t / xp.maximum(y, _P_MIN)
+        g *= y > _P_MIN
+        g *= scale
+        return g, None
+
+
+class MSELoss(Operation):
+    """loss = mean((x - t)**2) over all elements (PyTorch's ``mse_loss``)."""
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        d = x - _like(t, x)
+        loss = xp.vdot(d.reshape(-1), d.reshape(-1)) / max(d.size, 1) if d.size else xp.nan
+        if self.requires_grad:
+            self.cache = d
+        return _scalar(xp, loss, x.dtype)
+
+    def backward(self, dy):
+        d = self.cache
+        g = d * (dy.reshape(()) * (2.0 / max(d.size, 1)))
+        return g.astype(d.dtype, copy=False), None
+
+
+class BinaryCrossEntropy(Operation):
+    """loss = -mean(t * log(x) + (1 - t) * log(1 - x)) over all elements, each log
+    clamped at -100, and gradient ``(x - t) / max(x (1 - x), 1e-12) / size``: both as
+    PyTorch computes them. The gradient is the exact derivative wherever
+    x (1 - x) > 1e-12, and stays finite and nonzero at x = 0 or 1."""
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        if x.size and (bool((x < 0).any()) or bool((x > 1).any())):
+            raise ValueError("binary_cross_entropy: x must hold probabilities in [0, 1]")
+        tt = _like(t, x)
+        with np.errstate(divide="ignore"):
+            lx = xp.maximum(xp.log(x), _LOG_MIN)
+            l1x = xp.maximum(xp.log(1 - x), _LOG_MIN)
+        s = tt * lx
+        s += (1 - tt) * l1x
+        loss = -s.sum() / max(x.size, 1)
+        if self.requires_grad:
+            self.cache = (x, tt)
+        return _scalar(xp, loss, x.dtype)
+
+    def backward(self, dy):
+        x, t = self.cache
+        xp = array_module(x)
+        g = x - t
+        g /= xp.maximum(x * (1 - x), _BCE_EPS)
+        g *= dy.reshape(()) / max(x.size, 1)
+        return g, None
+
+
+class NLLLoss(Operation):
+    """loss = -mean over the rows of x[row, t[row]] for log-probabilities ``x``."""
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        c = x.shape[-1]
+        idx = _indices("nll_loss", t, c)
+        loss = -x.reshape(-1, c)[xp.arange(idx.size), idx].sum() / _rows(x)
+        if self.requires_grad:
+            self.cache = (x.shape, x.dtype, idx)
+        return _scalar(xp, loss, x.dtype)
+
+    def backward(self, dy):
+        shape, dtype, idx = self.cache
+        xp = array_module(idx)
+        c = shape[-1]
+        n = idx.size
+        g = xp.zeros((n, c), dtype=dtype)
+        g[xp.arange(n), idx] = -dy.reshape(()) / max(n, 1)
+        return g.reshape(shape), None
+
+
+# ----- public functions ----------------------------------------------------------------
 def softmax_cross_entropy(x: Tensor, t: Tensor) -> Tensor:
-    """Cross-entropy of softmax(x) against class indices or (soft) one-hot targets ``t``."""
-    if not (t.ndim() == x.ndim() - 1 and t.shape == x.shape[:-1]) and t.shape != x.shape:
-        raise ValueError(
-            f"softmax_cross_entropy: x of shape {x.shape} and target of shape {t.shape} do not match "
-            "(the target holds class indices of shape x.shape[:-1] or labels of x's shape)"
-        )
+    """Cross-entropy of softmax(x) (along the last axis) against class indices of shape
+    ``x.shape[:-1]`` or one-hot / soft labels of x's shape; mean over the rows."""
+    _check_class_target("softmax_cross_entropy", x, t)
     return SoftMaxCrossEntropy()(x, t)[0]
+
+
+def cross_entropy(y: Tensor, t: Tensor) -> Tensor:
+    """SINGA's CrossEntropy: ``-sum(t * log(y)) / N`` for probabilities ``y`` (e.g. a
+    softmax output) and one-hot / soft labels ``t`` of y's shape, or class indices of
+    shape ``y.shape[:-1]``. log(y) is clamped at -100, so y == 0 stays finite."""
+    _check_class_target("cross_entropy", y, t)
+    return CrossEntropy()(y, t)[0]
+
+
+def mse_loss(x: Tensor, t: Tensor) -> Tensor:
+    """Mean squared error over all elements, ``mean((x - t)**2)`` (PyTorch's default);
+    ``x`` and ``t`` must have the same shape."""
+    _check_same("mse_loss", x, t)
+    return MSELoss()(x, t)[0]
+
+
+def binary_cross_entropy(x: Tensor, t: Tensor) -> Tensor:
+    """``-mean(t log x + (1 - t) log(1 - x))`` for probabilities ``x`` in [0, 1] and
+    targets ``t`` of the same shape; each log is clamped at -100 (PyTorch)."""
+    _check_same("binary_cross_entropy", x, t)
+    return BinaryCrossEntropy()(x, t)[0]
+
+
+def nll_loss(x: Tensor, t: Tensor) -> Tensor:
+    """Negative log-likelihood: ``-mean(x[i, t[i]])`` for log-probabilities ``x`` (e.g.
+    from ``log_softmax(x, axis=-1)``) and class indices ``t`` of shape ``x.shape[:-1]``.
+    The class axis is the last one (for (N, C) inputs this is PyTorch's nll_loss)."""
+    _check_class_target("nll_loss", x, t, labels=False)
+    return NLLLoss()(x, t)[0]
