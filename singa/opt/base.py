@@ -128,18 +128,24 @@ class Optimizer:
 
     apply = update
 
-    def _apply(self, param: Tensor, p: Any, g: Any) -> None:
+    def _apply(self, param: Tensor, p: Any, g: Any, donate: bool = False) -> None:
+        """Update array ``p`` (of ``param``) from gradient array ``g``. With ``donate``
+        the caller hands ``g`` over: it may be overwritten (graph replay passes it
+        when the gradient is dead and exclusively owned)."""
         step = self._param_steps.get(param, 0) + 1
         self._param_steps[param] = step
         slots = self._slots.get(param)
         if slots is None:
             slots = self._slots[param] = self._init_slots(p)
-        self._step_param(p, g, slots, step, self.get_lr())
+        own = donate and g.dtype == p.dtype and g.shape == p.shape
+        self._step_param(p, g, slots, step, self.get_lr(), own)
 
     def _init_slots(self, p: Any) -> dict:
         return {}
 
-    def _step_param(self, p: Any, g: Any, slots: dict, step: int, lr: float) -> None:
+    def _step_param(self, p: Any, g: Any, slots: dict, step: int, lr: float, own: bool) -> None:
+        """The update; ``own`` says ``g`` may be used as scratch. Whichever buffers
+        are used, the arithmetic must be the same, so results do not depend on it."""
         raise NotImplementedError(f"{type(self).__name__}._step_param")
 
     def backward_and_update(self, loss: Tensor, dy: Any = None) -> None:

@@ -76,18 +76,47 @@ class SGD(Optimizer):
             "nesterov": self.nesterov,
         }
 
-    def _step_param(self, p, g, slots, step, lr):
-        if self.weight_decay:
-            g = g + self.weight_decay * p
+    def _step_param(self, p, g, slots, step, lr, own):
+        g, own = _weight_decay(g, p, self.weight_decay, own)
+        upd = g
         if self.momentum:
             buf = slots.get("momentum")
             if buf is None:
                 buf = slots["momentum"] = g.copy()
             else:
                 buf *= self.momentum
-                buf += (1 - self.dampening) * g
-            g = g + self.momentum * buf if self.nesterov else buf
-        p -= lr * g
+                if self.dampening == 0:
+                    buf += g  # (1 - 0) * g is g
+                elif own and not self.nesterov:
+                    g *= 1 - self.dampening
+                    buf += g
+                else:
+                    buf += (1 - self.dampening) * g
+            if self.nesterov:
+                t = self.momentum * buf
+                if own:
+                    g += t
+                else:
+                    g, own = g + t, True
+                upd = g
+            else:
+                upd = buf
+        if own:  # g is scratch: p -= lr * upd without a temporary
+            array_module(p).multiply(upd, lr, out=g)
+            p -= g
+        else:
+            p -= lr * upd
+
+
+def _weight_decay(g, p, wd, own):
+    """g + wd * p (into g when owned); the result is always owned."""
+    if not wd:
+        return g, own
+    t = wd * p
+    if own:
+        g += t
+        return g, True
+    return g + t, True
 
 
 class Adam(Optimizer):
@@ -138,19 +167,25 @@ class Adam(Optimizer):
             slots["max_v"] = xp.zeros_like(p)
         return slots
 
-    def _step_param(self, p, g, slots, step, lr):
+    def _step_param(self, p, g, slots, step, lr, own):
         xp = array_module(p)
         b1, b2 = self.beta_1, self.beta_2
-        if self.weight_decay:
-            if self._decoupled:
-                p *= 1 - lr * self.weight_decay
-            else:
-                g = g + self.weight_decay * p
+        if self.weight_decay and self._decoupled:
+            p *= 1 - lr * self.weight_decay
+        elif self.weight_decay:
+            g, own = _weight_decay(g, p, self.weight_decay, own)
         m, v = slots["m"], slots["v"]
+        gg = g * g
+        gg *= 1 - b2
         m *= b1
-        m += (1 - b1) * g
+        if own:
+            g *= 1 - b1
+            m += g
+        else:
+            m += (1 - b1) * g
         v *= b2
-        v += (1 - b2) * (g * g)
+        v += gg
+        del gg
         if self.amsgrad:
             vmax = slots.get("max_v")
             if vmax is None:
@@ -161,7 +196,9 @@ class Adam(Optimizer):
         denom = xp.sqrt(v)
         denom /= math.sqrt(1 - b2**step)
         denom += self.epsilon
-        p -= step_size * (m / denom)
+        xp.divide(m, denom, out=denom)
+        denom *= step_size
+        p -= denom
 
 
 class AdamW(Adam):
@@ -237,29 +274,34 @@ class RMSProp(Optimizer):
             s = slots[name] = array_module(p).zeros_like(p)
         return s
 
-    def _step_param(self, p, g, slots, step, lr):
+    def _step_param(self, p, g, slots, step, lr, own):
         xp = array_module(p)
         rho = self.rho
-        if self.weight_decay:
-            g = g + self.weight_decay * p
+        g, own = _weight_decay(g, p, self.weight_decay, own)
         s = slots["square_avg"]
+        gg = g * g
+        gg *= 1 - rho
         s *= rho
-        s += (1 - rho) * (g * g)
+        s += gg
         if self.centered:
             a = self._slot(slots, "grad_avg", p)
             a *= rho
             a += (1 - rho) * g
-            avg = xp.sqrt(s - a * a)
+            avg = a * a
+            xp.subtract(s, avg, out=avg)
+            xp.sqrt(avg, out=avg)
         else:
             avg = xp.sqrt(s)
         avg += self.epsilon
+        xp.divide(g, avg, out=avg)  # avg now holds g / avg
         if self.momentum:
             buf = self._slot(slots, "momentum", p)
             buf *= self.momentum
-            buf += g / avg
-            p -= lr * buf
+            buf += avg
+            xp.multiply(buf, lr, out=avg)
         else:
-            p -= lr * (g / avg)
+            avg *= lr
+        p -= avg
 
 
 class AdaGrad(Optimizer):
@@ -307,13 +349,16 @@ class AdaGrad(Optimizer):
             s += self.initial_accumulator_value
         return {"sum": s}
 
-    def _step_param(self, p, g, slots, step, lr):
+    def _step_param(self, p, g, slots, step, lr, own):
         xp = array_module(p)
-        if self.weight_decay:
-            g = g + self.weight_decay * p
+        g, own = _weight_decay(g, p, self.weight_decay, own)
         clr = lr / (1 + (step - 1) * self.lr_decay)
         s = slots["sum"]
-        s += g * g
+        gg = g * g
+        s += gg
+        del gg
         std = xp.sqrt(s)
         std += self.epsilon
-        p -= clr * (g / std)
+        xp.divide(g, std, out=std)
+        std *= clr
+        p -= std

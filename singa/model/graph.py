@@ -1,0 +1,516 @@
+"""Graph mode: trace one call of a model, then replay the kernels it ran.
+
+While a :class:`Recorder` is a device's ``recorder`` (see the protocol at the top of
+:mod:`singa.autograd.engine`), every array computation is reported as
+``record(fn, in_arrays, out_arrays, ...)``: operator forwards, operator backwards,
+gradient sums, the optimizer's in-place updates and its per-step bookkeeping.
+Arrays are mapped to value slots by identity while tracing (every traced array is
+kept alive for the duration, so identities stay unique). An array that no recorded
+call produced is an input (the Tensor arguments of the traced call) or external:
+a parameter, a buffer, an optimizer state or a constant, captured by reference and
+mutated in place by the kernels that update it.
+
+A :class:`Graph` turns the trace into one straight-line Python function (generated
+source, one line per kernel), so a replay runs the kernels with no autograd
+bookkeeping: new input arrays are bound to the input slots, each kernel runs on the
+slot arrays, each operator's ``cache`` is refilled by its forward and dropped after
+its backward (as the eager engine does), and each slot is released right after its
+last use. Because the very same functions run on the same values in the same order,
+a replay gives bitwise the same results as eager execution on the same device.
+
+``sequential=True`` replays in the recorded order. ``sequential=False`` schedules by
+dependencies (data, operator caches, reads and in-place writes of parameters and
+buffers, random draws, optimizer bookkeeping) and adds memory optimizations that
+cannot change any result:
+
+- gradients that nothing uses (e.g. of an input batch created with the default
+  ``requires_grad=True``) are not computed: the operator's ``needs_grad`` entry is
+  turned off, and backward kernels whose outputs are all unused are dropped;
+- gradient sums are done in place into a dead, exclusively owned buffer;
+- a gradient whose last use is its parameter's update is handed to the optimizer
+  as scratch space (``donate``), saving the update's temporaries;
+- among the kernels ready to run, those that release memory go first.
+
+Limits of tracing (the same as any trace-based graph mode):
+
+- Python control flow on tensor *values* (``if loss.to_numpy() > 1``), raw array code
+  on ``tensor.data``, ``to_numpy``/``as_type``/comparison results and other values
+  computed outside :mod:`singa.autograd` operators are evaluated once, while tracing,
+  and frozen into the graph as constants. Write such code with operators, or run it
+  outside ``train_one_batch``.
+- Non-Tensor values returned by the traced call are returned as traced.
+- A new trace is made for every new signature (training mode, shapes, dtypes and
+  ``requires_grad`` of the Tensor arguments, the values of the other arguments, the
+  ``sequential`` flag), so shape-dependent Python branches are handled by retracing.
+- Parameters must keep their array objects (update them in place, as optimizers and
+  ``set_states`` do); a parameter whose array was replaced triggers a new trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from singa.autograd import engine
+from singa.tensor import Tensor
+
+__all__ = ["Recorder", "Graph", "flatten_outputs", "rebuild_outputs"]
+
+_EXT, _IN, _OUT = 0, 1, 2
+
+
+class _Node:
+    __slots__ = ("index", "fn", "ins", "outs", "op", "is_backward", "random", "cache_bytes")
+
+    def __init__(self, index, fn, ins, outs, op, is_backward, random, cache_bytes):
+        self.index = index
+        self.fn = fn
+        self.ins = ins
+        self.outs = outs
+        self.op = op
+        self.is_backward = is_backward
+        self.random = random
+        self.cache_bytes = cache_bytes
+
+    def __repr__(self) -> str:
+        kind = "backward" if self.is_backward else "forward" if self.op is not None else "call"
+        name = type(self.op).__name__ if self.op is not None else getattr(self.fn, "__name__", "fn")
+        return f"<{kind} {name} {self.ins} -> {self.outs}>"
+
+
+def _nbytes(obj: Any) -> int:
+    """Bytes of the arrays in ``obj`` (an array, or tuples/lists/dicts of them)."""
+    if hasattr(obj, "nbytes") and hasattr(obj, "shape"):
+        return int(obj.nbytes) if getattr(obj, "base", None) is None else 0
+    if isinstance(obj, tuple | list):
+        return sum(_nbytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(_nbytes(o) for o in obj.values())
+    return 0
+
+
+class Recorder:
+    """Collects the kernels run on a device while a call is traced.
+
+    Args:
+        dev: the traced device (its ``recorder`` is set by the caller).
+        inputs: the input arrays, one slot each, in argument order.
+    """
+
+    def __init__(self, dev: Any, inputs: Sequence[Any]):
+        self.dev = dev
+        self.nodes: list[_Node] = []
+        self.arrays: list[Any] = []  # slot -> array at trace time (keeps them alive)
+        self.kinds: list[int] = []
+        self._slot: dict[int, int] = {}
+        self.input_slots = [self._input(a) for a in inputs]
+        self._rng_cpu = not dev.is_gpu
+        self._rng_state = self._rng_token()
+
+    def _new(self, arr: Any, kind: int) -> int:
+        self.arrays.append(arr)
+        self.kinds.append(kind)
+        s = len(self.arrays) - 1
+        self._slot[id(arr)] = s
+        return s
+
+    def _input(self, arr: Any) -> int:
+        s = self._slot.get(id(arr))
+        return s if s is not None else self._new(arr, _IN)
+
+    def slot(self, arr: Any) -> int:
+        """The slot of ``arr``; arrays seen for the first time are external."""
+        s = self._slot.get(id(arr))
+        return s if s is not None else self._new(arr, _EXT)
+
+    def _rng_token(self) -> Any:
+        if self._rng_cpu:
+            st = self.dev.rng.bit_generator.state
+            return (str(st.get("state")), st.get("has_uint32"), st.get("uinteger"))
+        return None
+
+    def record(
+        self,
+        fn: Any,
+        in_arrays: Sequence[Any],
+        out_arrays: Sequence[Any],
+        op: Any = None,
+        tensors: Any = None,
+        is_backward: bool = False,
+    ) -> None:
+        """Append one kernel: ``fn(*in_arrays)`` recomputes ``out_arrays``."""
+        ins = [None if a is None else self.slot(a) for a in in_arrays]
+        outs = [None if a is None else self._new(a, _OUT) for a in out_arrays]
+        if self._rng_cpu:
+            token = self._rng_token()
+            random = token != self._rng_state
+            self._rng_state = token
+        else:  # cupy does not expose its generator state: keep every forward in order
+            random = op is not None and not is_backward
+        cache_bytes = _nbytes(op.cache) if op is not None and not is_backward else 0
+        self.nodes.append(_Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes))
+
+
+# ----- outputs -------------------------------------------------------------------------
+def flatten_outputs(obj: Any, leaves: list) -> Any:
+    """A template of ``obj`` (Tensors inside tuples, lists and dicts) whose Tensors are
+    appended to ``leaves`` and replaced by their index."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, tuple | list):
+        return ("S", type(obj), [flatten_outputs(o, leaves) for o in obj])
+    if isinstance(obj, dict):
+        return ("D", type(obj), {k: flatten_outputs(v, leaves) for k, v in obj.items()})
+    return ("C", obj)
+
+
+def rebuild_outputs(tpl: Any, values: Sequence[Any]) -> Any:
+    """Inverse of :func:`flatten_outputs` with new leaves."""
+    tag = tpl[0]
+    if tag == "T":
+        return values[tpl[1]]
+    if tag == "S":
+        items = [rebuild_outputs(t, values) for t in tpl[2]]
+        return tpl[1](items) if tpl[1] in (list, tuple) else tpl[1](*items)
+    if tag == "D":
+        return tpl[1]((k, rebuild_outputs(t, values)) for k, t in tpl[2].items())
+    return tpl[1]
+
+
+# ----- exclusive ownership (for in-place reuse) ------------------------------------------
+def _probe(a: Any) -> int:
+    return sys.getrefcount(a)
+
+
+def _probe_base(a: Any) -> int:
+    return sys.getrefcount(a.base)
+
+
+def _calibrate() -> tuple[int, int]:
+    """Reference counts seen by a helper called from generated code when only the
+    generated function's local variable holds the array (and, for a view, when the
+    view is the only thing holding its base)."""
+    ns: dict = {"_probe": _probe, "_probe_base": _probe_base}
+    exec("def f(v):\n    return _probe(v)\ndef g(v):\n    return _probe_base(v)\n", ns)
+    return ns["f"](np.empty(3)), ns["g"](np.empty(4)[1:])
+
+
+_REFS, _BASE_REFS = _calibrate()
+
+
+def _exclusive(a: Any) -> bool:
+    """True when ``a`` (passed straight from a local of the generated code) is held by
+    that local only and owns its memory or is the only view of its base."""
+    if sys.getrefcount(a) != _REFS or not a.flags.writeable:
+        return False
+    return a.base is None or (sys.getrefcount(a.base) == _BASE_REFS and a.base.base is None)
+
+
+def _add_into(a: Any, b: Any) -> Any:
+    """``a + b``, computed into ``a`` when ``a`` is dead and exclusively owned (the same
+    values: IEEE addition does not depend on where the result goes)."""
+    if (
+        sys.getrefcount(a) == _REFS
+        and a.shape == b.shape
+        and a.dtype == b.dtype
+        and a.flags.writeable
+        and (a.base is None or (sys.getrefcount(a.base) == _BASE_REFS and a.base.base is None))
+    ):
+        a += b
+        return a
+    return a + b
+
+
+def _donates(fn: Any) -> bool:
+    """Whether ``fn`` is an optimizer update that accepts a ``donate`` flag."""
+    from singa.opt.base import Optimizer
+
+    if not isinstance(fn, functools.partial):
+        return False
+    owner = getattr(fn.func, "__self__", None)
+    return isinstance(owner, Optimizer) and getattr(fn.func, "__name__", "") == "_apply"
+
+
+# ----- the graph ---------------------------------------------------------------------------
+class Graph:
+    """A traced call, replayable on new inputs of the same signature.
+
+    Args:
+        rec: the recorder of the trace.
+        out_template: the output structure from :func:`flatten_outputs`.
+        out_arrays: the arrays of the output Tensors, in template order.
+        sequential: replay in recorded order (True) or schedule by dependencies with
+            the memory optimizations described in the module docstring (False).
+    """
+
+    def __init__(self, rec: Recorder, out_template: Any, out_arrays: Sequence[Any], sequential: bool):
+        self.dev = rec.dev
+        self.sequential = sequential
+        self.out_template = out_template
+        self.n_nodes = len(rec.nodes)
+        out_slots = [rec.slot(a) for a in out_arrays]
+        self.input_slots = rec.input_slots
+        nodes = rec.nodes
+        kinds = rec.kinds
+        self.disabled_grads = 0
+        if sequential:
+            order = list(range(len(nodes)))
+        else:
+            nodes = self._prune(nodes, kinds, out_slots)
+            order = self._schedule(nodes, rec.arrays, kinds, out_slots)
+        self.order = order
+        self._copy_inputs = self._aliased_inputs(rec)
+        self._traced_inputs = [rec.arrays[s] for s in rec.input_slots]
+        self.source, ns = self._generate(nodes, order, rec.arrays, kinds, out_slots)
+        exec(compile(self.source, f"<singa graph {id(self):x}>", "exec"), ns)
+        self._fn = ns["replay"]
+
+    # ----- pruning: drop gradients nobody uses (sequential=False) ----------------------
+    def _prune(self, nodes: list[_Node], kinds: list[int], out_slots: list[int]) -> list[_Node]:
+        """Turn off gradients that no kernel uses, repeatedly (their producers may become
+        unused in turn). Returns the surviving nodes (original indices kept)."""
+        alive = {n.index: n for n in nodes}
+        used: dict[int, int] = {}
+        for n in nodes:
+            for s in n.ins:
+                if s is not None:
+                    used[s] = used.get(s, 0) + 1
+        for s in out_slots:
+            used[s] = used.get(s, 0) + 1
+        changed = True
+        while changed:
+            changed = False
+            for n in list(alive.values()):
+                if not n.is_backward or n.op is None:
+                    continue
+                dead = [i for i, s in enumerate(n.outs) if s is not None and used.get(s, 0) == 0]
+                if not dead:
+                    continue
+                needs = list(n.op.needs_grad)
+                if len(needs) != len(n.outs):
+                    continue
+                for i in dead:
+                    needs[i] = False
+                    n.outs[i] = None
+                    self.disabled_grads += 1
+                n.op.needs_grad = tuple(needs)
+                if all(s is None for s in n.outs):
+                    # nothing of this backward is used: drop it, its inputs lose a use
+                    del alive[n.index]
+                    for s in n.ins:
+                        if s is not None:
+                            used[s] -= 1
+                    n.op.requires_grad = False  # its forward need not fill a cache
+                changed = True
+        return [n for n in nodes if n.index in alive]
+
+    # ----- scheduling (sequential=False) ----------------------------------------------
+    @staticmethod
+    def _schedule(nodes: list[_Node], arrays: list[Any], kinds: list[int], out_slots: list[int]) -> list[int]:
+        """A dependency-respecting order (positions into ``nodes``) that runs first,
+        among the ready kernels, those that release memory; ties keep recorded order."""
+
+        producer: dict[int, int] = {}
+        for i, n in enumerate(nodes):
+            for s in n.outs:
+                if s is not None:
+                    producer[s] = i
+        # memory roots of external arrays (and of slots that are views of them)
+        ext_roots = {id(_root(arrays[s])) for s in range(len(arrays)) if kinds[s] == _EXT}
+
+        def touched(slots: list) -> set:
+            return {id(_root(arrays[s])) for s in slots if s is not None} & ext_roots
+
+        forward_of: dict[int, int] = {}
+        deps: list[set] = [set() for _ in nodes]
+        last_touch: dict[int, int] = {}
+        last_random = last_effect = None
+        fwd_touch: dict[int, set] = {}
+        for i, n in enumerate(nodes):
+            d = deps[i]
+            for s in n.ins:
+                if s is not None and s in producer and producer[s] < i:
+                    d.add(producer[s])
+            roots = touched(n.ins)
+            if n.op is not None:
+                key = id(n.op)
+                if n.is_backward:
+                    if key in forward_of:
+                        d.add(forward_of[key])
+                    roots |= fwd_touch.get(key, set())
+                else:
+                    forward_of[key] = i
+                    fwd_touch[key] = roots
+            for r in roots:
+                if r in last_touch:
+                    d.add(last_touch[r])
+                last_touch[r] = i
+            if n.random:
+                if last_random is not None:
+                    d.add(last_random)
+                last_random = i
+            if not any(s is not None for s in n.outs):
+                if last_effect is not None:
+                    d.add(last_effect)
+                last_effect = i
+            d.discard(i)
+        # remaining uses of each slot, to see what a kernel would release
+        uses: dict[int, int] = {}
+        for n in nodes:
+            for s in n.ins:
+                if s is not None and kinds[s] != _EXT:
+                    uses[s] = uses.get(s, 0) + 1
+        keep = set(out_slots)
+        size = [_nbytes(a) for a in arrays]
+        cache_of = {id(n.op): n.cache_bytes for n in nodes if n.op is not None and not n.is_backward}
+
+        def delta(n: _Node) -> int:
+            freed = 0
+            counted = set()
+            for s in n.ins:
+                if s is None or kinds[s] == _EXT or s in keep or s in counted:
+                    continue
+                if uses[s] == n.ins.count(s):
+                    freed += size[s]
+                    counted.add(s)
+            if n.is_backward:
+                freed += cache_of.get(id(n.op), 0)
+            alloc = sum(size[s] for s in n.outs if s is not None) + n.cache_bytes
+            return alloc - freed
+
+        succ: list[list[int]] = [[] for _ in nodes]
+        indeg = [len(d) for d in deps]
+        for i, d in enumerate(deps):
+            for j in d:
+                succ[j].append(i)
+        ready = [i for i in range(len(nodes)) if indeg[i] == 0]
+        order: list[int] = []
+        while ready:
+            best = min(ready, key=lambda i: (delta(nodes[i]) > 0, i))
+            ready.remove(best)
+            order.append(best)
+            for s in nodes[best].ins:
+                if s is not None and kinds[s] != _EXT:
+                    uses[s] -= 1
+            for j in succ[best]:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    ready.append(j)
+        if len(order) != len(nodes):  # pragma: no cover - a cycle would be a recorder bug
+            raise RuntimeError("graph: dependency cycle while scheduling")
+        return order
+
+    # ----- inputs that something captured aliases -------------------------------------
+    @staticmethod
+    def _aliased_inputs(rec: Recorder) -> list[bool]:
+        """Inputs that an external array shares memory with (a view made outside the
+        recorded operators): new data must be copied into the traced buffer."""
+        ext = [rec.arrays[s] for s in range(len(rec.arrays)) if rec.kinds[s] == _EXT]
+        flags = []
+        for s in rec.input_slots:
+            a = rec.arrays[s]
+            may = getattr(rec.dev.xp, "may_share_memory", None)
+            flags.append(any(e is not a and may is not None and may(e, a) for e in ext))
+        return flags
+
+    # ----- code generation ----------------------------------------------------------------
+    def _generate(self, nodes, order, arrays, kinds, out_slots):
+        ns: dict[str, Any] = {"_add_into": _add_into, "_exclusive": _exclusive}
+        names: dict[int, str] = {}
+
+        def ref(s):
+            if s is None:
+                return "None"
+            if s not in names:
+                if kinds[s] == _EXT:
+                    names[s] = f"c{s}"
+                    ns[names[s]] = arrays[s]
+                else:
+                    names[s] = f"v{s}"
+            return names[s]
+
+        last: dict[int, int] = {}
+        for p, i in enumerate(order):
+            for s in nodes[i].ins:
+                if s is not None and kinds[s] != _EXT:
+                    last[s] = p
+        end = len(order)
+        for s in out_slots:
+            if kinds[s] != _EXT:
+                last[s] = end
+        params = ", ".join(ref(s) for s in self.input_slots)
+        lines = [f"def replay({params}):"]
+        uncleared: dict[int, Any] = {}
+        for p, i in enumerate(order):
+            n = nodes[i]
+            fname = f"f{n.index}"
+            ns[fname] = n.fn
+            args = [ref(s) for s in n.ins]
+            dead_after = {s for s in n.ins if s is not None and kinds[s] != _EXT and last.get(s) == p}
+            if (
+                not self.sequential
+                and n.fn is engine._add
+                and n.ins[0] in dead_after
+                and n.ins[0] != n.ins[1]
+            ):
+                fname = "_add_into"
+            elif not self.sequential and _donates(n.fn) and len(n.ins) == 2 and n.ins[1] in dead_after:
+                if n.ins[1] != n.ins[0]:
+                    args.append(f"_exclusive({args[1]})")
+            call = f"{fname}({', '.join(args)})"
+            outs = [ref(s) if s is not None and s in last else "_" for s in n.outs]
+            if not outs or all(o == "_" for o in outs):
+                lines.append(f"    {call}")
+            elif len(outs) == 1:
+                lines.append(f"    {outs[0]} = {call}")
+                lines.append(f"    if {outs[0]}.__class__ is tuple: {outs[0]} = {outs[0]}[0]")
+            else:
+                lines.append(f"    {', '.join(outs)}, = {call}")
+            if n.op is not None:
+                if n.is_backward:
+                    oname = f"o{n.index}"
+                    ns[oname] = n.op
+                    lines.append(f"    {oname}.cache = None")
+                    uncleared.pop(id(n.op), None)
+                elif n.op.requires_grad:
+                    uncleared[id(n.op)] = n.op
+            freed = [names[s] for s in sorted(dead_after) if s in names]
+            if freed:
+                lines.append(f"    del {', '.join(freed)}")
+        for k, op in enumerate(uncleared.values()):
+            ns[f"u{k}"] = op
+            lines.append(f"    u{k}.cache = None")
+        outs = [ref(s) for s in out_slots]
+        lines.append(f"    return ({', '.join(outs)}{',' if outs else ''})")
+        return "\n".join(lines) + "\n", ns
+
+    # ----- running --------------------------------------------------------------------
+    def __call__(self, arrays: Sequence[Any]) -> tuple:
+        """Replay on new input arrays (shapes and dtypes as traced); returns the output
+        arrays in template order."""
+        if any(self._copy_inputs):
+            xp = self.dev.xp
+            arrays = list(arrays)
+            for i, copy in enumerate(self._copy_inputs):
+                traced = self._traced_inputs[i]
+                if copy and arrays[i] is not traced:
+                    xp.copyto(traced, arrays[i])
+                    arrays[i] = traced
+        return self._fn(*arrays)
+
+    def __repr__(self) -> str:
+        mode = "sequential" if self.sequential else "scheduled"
+        return f"Graph({len(self.order)} kernels, {mode})"
+
+
+def _root(a: Any) -> Any:
+    """The array that owns ``a``'s memory."""
+    b = getattr(a, "base", None)
+    while b is not None and getattr(b, "base", None) is not None:
+        b = b.base
+    return a if b is None else b

@@ -1,0 +1,245 @@
+"""The Model API: a :class:`~singa.layer.Layer` that trains itself one batch at a time
+and can run in graph mode.
+
+Subclass :class:`Model`, define ``forward`` and ``train_one_batch``, attach an
+optimizer, compile on placeholders, and call the model::
+
+    class MLP(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.linear1 = layer.Linear(100)
+            self.relu = layer.ReLU()
+            self.linear2 = layer.Linear(10)
+            self.softmax_cross_entropy = layer.SoftMaxCrossEntropy()
+
+        def forward(self, x):
+            return self.linear2(self.relu(self.linear1(x)))
+
+        def train_one_batch(self, x, y):
+            out = self.forward(x)
+            loss = self.softmax_cross_entropy(out, y)
+            self.optimizer(loss)
+            return out, loss
+
+    m = MLP()
+    m.set_optimizer(opt.SGD(lr=0.05, momentum=0.9))
+    m.compile([tx], is_train=True, use_graph=True, sequential=False)
+    for x, y in batches:
+        tx.copy_from_numpy(x)
+        ty.copy_from_numpy(y)
+        out, loss = m(tx, ty)      # train_one_batch (training mode)
+    m.eval()
+    logits = m(tx)                 # forward (evaluation mode)
+
+In graph mode the first call for each signature is traced and later calls replay it
+(see :mod:`singa.model.graph` for what is recorded and the limits of tracing).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import singa.autograd as _ag
+from singa.autograd.engine import no_grad
+from singa.layer.base import Layer
+from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
+from singa.tensor import Tensor
+
+__all__ = ["Model"]
+
+#: traces kept per model (least recently used ones are dropped first)
+MAX_GRAPHS = 16
+
+
+class Model(Layer):
+    """Base class of trainable models (SINGA's ``singa.model.Model``).
+
+    Attributes:
+        optimizer: set by :meth:`set_optimizer`; ``train_one_batch`` usually calls it.
+        graph_mode: whether calls are traced and replayed.
+        sequential: whether replays keep the recorded kernel order.
+    """
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name)
+        self.optimizer = None
+        self.graph_mode = False
+        self.sequential = False
+        self._graphs: OrderedDict = OrderedDict()
+        self._compiled = False
+
+    # ----- what subclasses define ---------------------------------------------------------
+    def forward(self, *inputs: Any) -> Any:
+        """The model's output for a batch."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def train_one_batch(self, *inputs: Any) -> Any:
+        """One training step (forward, loss, ``self.optimizer(loss)``); returns what
+        the caller of ``model(...)`` receives, e.g. ``(out, loss)``."""
+        raise NotImplementedError(f"{type(self).__name__}.train_one_batch")
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        """Attach the optimizer that ``train_one_batch`` uses (``self.optimizer``)."""
+        self.optimizer = optimizer
+        self._graphs.clear()
+
+    # ----- configuration ---------------------------------------------------------------------
+    def compile(
+        self,
+        inputs: list,
+        is_train: bool = True,
+        use_graph: bool = False,
+        sequential: bool = False,
+    ) -> None:
+        """Create every parameter by running ``forward`` once on ``inputs`` (Tensors of
+        the batch shape; their values do not matter), then set training mode and graph
+        mode. This forward runs in evaluation mode without recording, and the values of
+        the states that existed before are restored, so no parameter or running
+        statistic changes (random initialisers of new parameters do draw from the
+        device generator)."""
+        if isinstance(inputs, Tensor):
+            inputs = [inputs]
+        if not isinstance(inputs, list | tuple) or not all(isinstance(t, Tensor) for t in inputs):
+            raise ValueError(
+                f"{type(self).__name__}.compile: inputs must be a list of Tensors, got {inputs!r}"
+            )
+        before = {n: t.data.copy() for n, t in self.get_states().items()}
+        self.train(False)
+        prev = (self.graph_mode, self.sequential)
+        self.graph_mode = False
+        try:
+            with no_grad():
+                if not getattr(self, "_initialized", True):
+                    self.initialize(*inputs)
+                    self._initialized = True
+                self.forward(*inputs)
+        finally:
+            self.graph_mode, self.sequential = prev
+        states = self.get_states()
+        for n, arr in before.items():
+            if n in states:
+                states[n].data[...] = arr
+        self._compiled = True
+        self.train(is_train)
+        self.graph(use_graph, sequential)
+
+    def train(self, mode: bool = True) -> Model:
+        """Training mode: calling the model runs ``train_one_batch``. Returns self."""
+        super().train(mode)
+        return self
+
+    def eval(self) -> Model:
+        """Evaluation mode: calling the model runs ``forward``. Returns self."""
+        return self.train(False)
+
+    def graph(self, mode: bool = True, sequential: bool = False) -> None:
+        """Turn graph mode on or off; ``sequential`` chooses recorded-order replay."""
+        self.graph_mode = bool(mode)
+        self.sequential = bool(sequential)
+
+    def reset_graph(self) -> None:
+        """Drop every cached trace (the next call traces again)."""
+        self._graphs.clear()
+
+    # ----- calling -----------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``train_one_batch(*args)`` in training mode (recording for backward whatever
+        ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
+        nothing). In graph mode the call is traced or replayed."""
+        training = self.training
+        if not training and not getattr(self, "_initialized", True):
+            self.initialize(*args, **kwargs)
+            self._initialized = True
+        fn = self.train_one_batch if training else self.forward
+        prev = _ag.training
+        _ag.training = training
+        try:
+            if self.graph_mode:
+                return self._call_graph(fn, training, args, kwargs)
+            return fn(*args, **kwargs)
+        finally:
+            _ag.training = prev
+
+    def _signature(self, training: bool, args: tuple, kwargs: dict) -> tuple | None:
+        """The trace cache key, or None when the arguments cannot be keyed."""
+        parts: list = [training, self.sequential, id(self.optimizer)]
+        seen: dict[int, int] = {}
+        for v in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+            if isinstance(v, Tensor):
+                first = seen.setdefault(id(v.data), len(seen))
+                parts.append(("T", v.shape, v.dtype.str, v.device.id, v.requires_grad, first))
+            else:
+                try:
+                    hash(v)
+                except TypeError:
+                    return None
+                parts.append(("V", type(v).__name__, v))
+        parts.append(tuple(sorted(kwargs)))
+        return tuple(parts)
+
+    def _call_graph(self, fn: Any, training: bool, args: tuple, kwargs: dict) -> Any:
+        tensors = [v for v in list(args) + [kwargs[k] for k in sorted(kwargs)] if isinstance(v, Tensor)]
+        key = self._signature(training, args, kwargs) if tensors else None
+        dev = tensors[0].device if tensors else None
+        if key is None or dev.recorder is not None or any(t.device is not dev for t in tensors):
+            return fn(*args, **kwargs)  # not traceable (or already being recorded): eager
+        entry = self._graphs.get(key)
+        if entry is not None:
+            graph, checks = entry
+            if all(t.data is a for t, a in checks):
+                self._graphs.move_to_end(key)
+                arrays = []
+                ids: set[int] = set()
+                for t in tensors:
+                    if id(t.data) not in ids:
+                        ids.add(id(t.data))
+                        arrays.append(t.data)
+                outs = graph(arrays)
+                return rebuild_outputs(graph.out_template, [Tensor._wrap(a, dev) for a in outs])
+            del self._graphs[key]
+        return self._trace(fn, key, dev, tensors, args, kwargs)
+
+    def _trace(self, fn: Any, key: tuple, dev: Any, tensors: list, args: tuple, kwargs: dict) -> Any:
+        arrays = []
+        ids: set[int] = set()
+        for t in tensors:
+            if id(t.data) not in ids:
+                ids.add(id(t.data))
+                arrays.append(t.data)
+        rec = Recorder(dev, arrays)
+        dev.recorder = rec
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            dev.recorder = None
+        leaves: list = []
+        template = flatten_outputs(result, leaves)
+        graph = Graph(rec, template, [t.data for t in leaves], self.sequential)
+        checks = [(t, t.data) for t in self.get_states().values()]
+        self._graphs[key] = (graph, checks)
+        while len(self._graphs) > MAX_GRAPHS:
+            self._graphs.popitem(last=False)
+        return result
+
+    # ----- delegations ---------------------------------------------------------------------------
+    def save_states(self, fpath: str, aux_states: dict | None = None) -> None:
+        """Save a checkpoint (see :func:`singa.model.checkpoint.save_model`)."""
+        from singa.model import checkpoint
+
+        checkpoint.save_model(self, fpath, aux_states)
+
+    def load_states(self, fpath: str, strict: bool = True) -> dict:
+        """Load a checkpoint in place; returns its aux_states dict
+        (see :func:`singa.model.checkpoint.load_model`)."""
+        from singa.model import checkpoint
+
+        return checkpoint.load_model(self, fpath, strict=strict)
+
+    def export_onnx(
+        self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True
+    ) -> Any:
+        """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`)."""
+        from singa import sonnx
+
+        return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)

@@ -1,0 +1,122 @@
+"""Small models for the Model/graph tests, built from singa.autograd functions."""
+
+import numpy as np
+
+from singa import autograd, device, model
+from singa.tensor import Tensor
+
+
+def param(rng, shape, scale=0.3):
+    return Tensor(data=rng.standard_normal(shape) * scale, requires_grad=True, stores_grad=True)
+
+
+class MLP(model.Model):
+    """784-ish MLP: matmul, add_bias, relu, softmax_cross_entropy."""
+
+    def __init__(self, din=6, hidden=8, classes=3, seed=0):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.w0 = param(rng, (din, hidden))
+        self.b0 = param(rng, (hidden,), 0.1)
+        self.w1 = param(rng, (hidden, classes))
+        self.b1 = param(rng, (classes,), 0.1)
+
+    def forward(self, x):
+        h = autograd.relu(autograd.add_bias(autograd.matmul(x, self.w0), self.b0))
+        return autograd.add_bias(autograd.matmul(h, self.w1), self.b1)
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class CNN(model.Model):
+    """conv -> batchnorm -> relu -> dropout -> max-pool -> conv -> relu -> linear."""
+
+    def __init__(self, cin=2, classes=3, seed=0, ratio=0.3):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.ratio = ratio
+        self.c1 = param(rng, (4, cin, 3, 3))
+        self.c1b = param(rng, (4,), 0.1)
+        self.scale = Tensor(data=1 + rng.standard_normal(4) * 0.1, requires_grad=True, stores_grad=True)
+        self.shift = param(rng, (4,), 0.1)
+        self.running_mean = Tensor(data=np.zeros(4), requires_grad=False)
+        self.running_var = Tensor(data=np.ones(4), requires_grad=False)
+        self.c2 = param(rng, (5, 4, 3, 3))
+        self.fc = param(rng, (5 * 2 * 2, classes))
+        self.fcb = param(rng, (classes,), 0.1)
+
+    def forward(self, x):
+        y = autograd.conv2d(x, self.c1, self.c1b, padding=1)
+        y = autograd.batchnorm_2d(
+            y, self.scale, self.shift, self.running_mean, self.running_var, training=self.training
+        )
+        y = autograd.relu(y)
+        y = autograd.dropout(y, self.ratio, training=self.training)
+        y = autograd.max_pool_2d(y, 2)
+        y = autograd.relu(autograd.conv2d(y, self.c2, stride=2, padding=1))
+        y = autograd.flatten(y)
+        return autograd.add_bias(autograd.matmul(y, self.fc), self.fcb)
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+def batches(n, shape, classes, seed=1, sizes=None):
+    """n (x, y) numpy batches; ``sizes`` overrides the batch size per step."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        b = sizes[i] if sizes else shape[0]
+        out.append(
+            (rng.standard_normal((b,) + tuple(shape[1:])).astype(np.float32), rng.integers(0, classes, b))
+        )
+    return out
+
+
+def run(make_model, make_opt, data, use_graph, sequential=False, placeholder=True, seed=7, hook=None):
+    """Train on ``data``; returns (losses, outputs, final states, model). With
+    ``placeholder`` the inputs are refilled with copy_from_numpy when the shape stays,
+    otherwise new Tensors are passed every step. ``hook(i, m)`` runs before step i."""
+    device.get_default_device().set_rand_seed(seed)
+    m = make_model()
+    m.set_optimizer(make_opt())
+    x0, y0 = data[0]
+    tx = Tensor(x0.shape)
+    ty = Tensor(y0.shape, dtype=np.int32, requires_grad=False)
+    m.compile([tx], is_train=True, use_graph=use_graph, sequential=sequential)
+    losses, outs = [], []
+    for i, (x, y) in enumerate(data):
+        if hook is not None:
+            hook(i, m)
+        if placeholder and x.shape == tx.shape:
+            tx.copy_from_numpy(x)
+            ty.copy_from_numpy(y)
+            args = (tx, ty)
+        else:
+            args = (Tensor(data=x), Tensor(data=y, dtype=np.int32, requires_grad=False))
+        out, loss = m(*args)
+        losses.append(loss.to_numpy())
+        outs.append(out.to_numpy())
+    states = {k: v.to_numpy() for k, v in m.get_states().items()}
+    return losses, outs, states, m
+
+
+def assert_same(a, b):
+    """Bitwise equality of two ``run`` results."""
+    la, oa, sa, _ = a
+    lb, ob, sb, _ = b
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(oa, ob):
+        np.testing.assert_array_equal(x, y)
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
