@@ -20,6 +20,7 @@ from typing import Any
 from singa.layer import conv as _conv
 from singa.layer import linear as _linear
 from singa.layer import norm as _norm
+from singa.layer import rnn as _rnn
 from singa.layer import simple as _simple
 from singa.layer.base import Layer
 
@@ -34,6 +35,8 @@ __all__ = [
     "MaxPool1d",
     "AvgPool1d",
     "ReLU",
+    "RNN",
+    "LSTM",
 ]
 
 
@@ -121,3 +124,15 @@ class AvgPool1d(_conv.AvgPool1d):
 
 class ReLU(_simple.ReLU):
     """``autograd.ReLU()``: a layer applying max(x, 0) (returns a Tensor)."""
+
+
+class RNN(_rnn.RNN):
+    """``autograd.RNN(input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+    batch_first=False, dropout=0, bidirectional=False)``; ``rnn(xs, h0)`` with a list of
+    (batch, input_size) steps returns ``(list of outputs, h)`` as SINGA's did."""
+
+
+class LSTM(_rnn.LSTM):
+    """``autograd.LSTM(input_size, hidden_size, nonlinearity="tanh", num_layers=1, bias=True,
+    batch_first=False, dropout=0, bidirectional=False)``; ``lstm(xs, (h0, c0))`` with a list
+    of steps returns ``(list of outputs, h, c)`` as SINGA's did."""

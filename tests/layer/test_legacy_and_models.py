@@ -30,8 +30,9 @@ def training():
 
 
 def test_autograd_exposes_the_legacy_layers():
-    for name in legacy.__all__:
+    for name in autograd._LEGACY_LAYERS:
         assert getattr(autograd, name) is getattr(legacy, name)
+    assert set(autograd._LEGACY_LAYERS) <= set(legacy.__all__)
     assert autograd.Layer is layer.Layer
     assert issubclass(autograd.Conv2d, layer.Conv2d) and issubclass(autograd.ReLU, layer.ReLU)
     with pytest.raises(AttributeError):
@@ -57,6 +58,16 @@ def test_legacy_signatures_create_params_eagerly():
     for cls in (autograd.Linear, autograd.Conv2d):
         with pytest.raises(TypeError):
             cls(4)  # every size is required in the legacy form
+
+
+def test_legacy_rnn_and_lstm_list_form():
+    xs = [t64(np.random.default_rng(i).standard_normal((2, 3))) for i in range(4)]
+    h0 = t64(np.zeros((2, 5)))
+    out, h = legacy.RNN(3, 5)(xs, h0)
+    assert len(out) == 4 and h.shape == (2, 5)
+    np.testing.assert_array_equal(out[-1].to_numpy(), h.to_numpy())
+    out, h, c = legacy.LSTM(3, 5)(xs, (h0, h0))
+    assert len(out) == 4 and h.shape == c.shape == (2, 5)
 
 
 class Inner(layer.Layer):
