@@ -1,3 +1,255 @@
-"""conv operators (to be filled)."""
+"""Convolution: :func:`conv2d` (stride, asymmetric padding, dilation, groups).
 
-__all__: list[str] = []
+The convolution is one matrix product per call (per group): the input windows are
+copied once into a column matrix (im2col through a strided view) and multiplied by
+the reshaped filters. Two column layouts are used:
+
+- pixel-major, (N*OH*OW, kh*kw*C) from an NHWC view of the input: the general case;
+- kernel-major, (C*kh*kw, N*OH*OW) from the NCHW input: for inputs with few channels
+  laid out NCHW (first layers, e.g. one grey-scale channel), where each copied row is
+  a run of OW contiguous pixels instead of C.
+
+Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
+whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling and
+elementwise operators keep that layout, which makes col2im and pooling much faster
+(see /work/shared/perf-notes.md). Column matrices are pooled scratch arrays
+(:func:`singa.autograd._im2col.scratch`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from singa.autograd import _im2col as im
+from singa.autograd.engine import Operation, array_module
+from singa.tensor import Tensor
+
+__all__ = ["conv2d"]
+
+# inputs with at most this many channels (per group 1), laid out NCHW, use the
+# kernel-major column layout
+_KMAJOR_MAX_C = 4
+
+
+class Convolution2D(Operation):
+    """y = conv2d(x, W) + b on NCHW arrays (cross-correlation, as in every framework).
+
+    Attributes (read by graph replay and the ONNX exporter):
+        kernel_size: (kh, kw).
+        stride: (sh, sw).
+        pads: (top, left, bottom, right), ONNX ``pads`` order.
+        dilation: (dh, dw).
+        groups: number of groups (C for a depthwise convolution).
+        bias: whether a bias is the third input.
+    """
+
+    def __init__(
+        self,
+        kernel_size: tuple[int, int],
+        stride: tuple[int, int] = (1, 1),
+        pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+        dilation: tuple[int, int] = (1, 1),
+        groups: int = 1,
+        bias: bool = False,
+    ):
+        super().__init__()
+        self.kernel_size = tuple(kernel_size)
+        self.stride = tuple(stride)
+        self.pads = tuple(pads)
+        self.dilation = tuple(dilation)
+        self.groups = groups
+        self.bias = bias
+
+    def _geometry(self, x_shape: tuple) -> tuple:
+        n, c, h, w = x_shape
+        kh, kw = self.kernel_size
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        t, l, b, r = self.pads
+        oh = im.out_size(h, kh, sh, t, b, dh)
+        ow = im.out_size(w, kw, sw, l, r, dw)
+        return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
+
+    def forward(self, x, W, b=None):
+        xp = array_module(x)
+        n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x.shape)
+        o = W.shape[0]
+        g = self.groups
+        cg, og = c // g, o // g
+        m = n * oh * ow
+        geo = (kh, kw, sh, sw, dh, dw, oh, ow)
+        kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
+        xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
+        y2 = im.scratch(xp, (m, o), x.dtype)
+        if kmajor:
+            # cols: rows (C, kh, kw) of length M = (N, OH, OW), plus a row of ones
+            # that carries the bias through the product (and gives db in backward)
+            kk = c * kh * kw
+            cols = im.scratch(xp, (kk + (b is not None), m), x.dtype)
+            cols6 = cols[:kk].reshape(c, kh, kw, n, oh, ow)
+
+            def im2col(i0, i1):
+                xp.copyto(cols6[:, :, :, i0:i1], im.windows_kmajor(xp, xpad[i0:i1], *geo))
+
+            im.split_batch(xp, im2col, n, cols.size)
+            del xpad
+            wk = W.reshape(o, kk)
+            if b is not None:
+                cols[kk] = 1
+                wk = xp.concatenate([wk, b.reshape(o, 1).astype(wk.dtype, copy=False)], axis=1)
+            xp.matmul(cols.T, wk.T, out=y2)
+        else:
+            # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
+            cols = im.scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
+            xh = xpad.transpose(0, 2, 3, 1)
+
+            def im2col(i0, i1):
+                xp.copyto(cols[i0:i1], im.windows(xp, xh[i0:i1], *geo, g))
+
+            im.split_batch(xp, im2col, n, cols.size)
+            del xpad, xh
+            kg = kh * kw * cg
+            wk = W.reshape(g, og, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(g, kg, og)
+            if g == 1:
+                xp.matmul(cols.reshape(m, kg), wk[0], out=y2)
+            else:
+                y3 = xp.matmul(cols.reshape(m, g, kg).transpose(1, 0, 2), wk)
+                y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
+            if b is not None:
+                y2 += b.astype(y2.dtype, copy=False)
+        if self.requires_grad:
+            self.cache = (
+                x.shape,
+                W.shape,
+                kmajor,
+                cols if self.needs_grad[1] else None,
+                wk if self.needs_grad[0] else None,
+            )
+        return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+
+    def backward(self, dy):
+        x_shape, w_shape, kmajor, cols, wk = self.cache
+        xp = array_module(dy)
+        n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x_shape)
+        geo = (kh, kw, sh, sw, dh, dw, oh, ow)
+        o = w_shape[0]
+        g = self.groups
+        cg, og = c // g, o // g
+        m = n * oh * ow
+        t, l, b, r = self.pads
+        hp, wp = h + t + b, w + l + r
+        dyh = dy.transpose(0, 2, 3, 1).reshape(m, o)  # free when dy is NHWC in memory
+        dx = dW = db = None
+        want_db = self.bias and self.needs_grad[2]
+        if kmajor:
+            kk = c * kh * kw
+            if cols is not None:
+                dwt = cols @ dyh  # (kk [+1], O); the ones row gives db
+                dW = xp.ascontiguousarray(dwt[:kk].T).reshape(w_shape)
+                if want_db:
+                    db = dwt[kk].copy()
+            if wk is not None:
+                dcols = im.scratch(xp, (kk, m), dy.dtype)
+                xp.matmul(wk[:, :kk].T, dyh.T, out=dcols)
+                dc6 = dcols.reshape(c, kh, kw, n, oh, ow)
+                dxp = im.scratch(xp, (n, c, hp, wp), dy.dtype)
+
+                def col2im(i0, i1):
+                    dxp[i0:i1] = 0
+                    im.col2im_kmajor(dc6[:, :, :, i0:i1], dxp[i0:i1], *geo)
+
+                im.split_batch(xp, col2im, n, dcols.size)
+                dx = dxp[:, :, t : t + h, l : l + w]
+        else:
+            kg = kh * kw * cg
+            if cols is not None:
+                if g == 1:
+                    dwk = dyh.T @ cols.reshape(m, kg)  # (O, kh*kw*C)
+                else:
+                    dwk = xp.matmul(
+                        dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
+                    )  # (G, O/G, kh*kw*C/G)
+                dW = xp.ascontiguousarray(dwk.reshape(o, kh, kw, cg).transpose(0, 3, 1, 2))
+            if wk is not None:
+                if g == 1:
+                    dcols = im.scratch(xp, (m, kg), dy.dtype)
+                    xp.matmul(dyh, wk[0].T, out=dcols)
+                    dc7 = dcols.reshape(n, oh, ow, 1, kh, kw, cg)
+                else:
+                    dcols = im.scratch(xp, (g, m, kg), dy.dtype)
+                    xp.matmul(dyh.reshape(m, g, og).transpose(1, 0, 2), wk.transpose(0, 2, 1), out=dcols)
+                    dc7 = dcols.reshape(g, n, oh, ow, kh, kw, cg).transpose(1, 2, 3, 0, 4, 5, 6)
+                dxh = im.scratch(xp, (n, hp, wp, c), dy.dtype)
+                dx5 = dxh.reshape(n, hp, wp, g, cg)
+
+                def col2im(i0, i1):
+                    dxh[i0:i1] = 0
+                    im.col2im_nhwc(dc7[i0:i1], dx5[i0:i1], *geo)
+
+                im.split_batch(xp, col2im, n, dcols.size)
+                dx = dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
+        if want_db and db is None:
+            db = xp.ones(m, dtype=dy.dtype) @ dyh
+        if self.bias:
+            return dx, dW, db
+        return dx, dW
+
+
+def conv2d(
+    x: Tensor,
+    W: Tensor,
+    b: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D convolution (cross-correlation) of NCHW ``x`` with filters ``W``.
+
+    Args:
+        x: input of shape (N, C, H, W).
+        W: filters of shape (O, C/groups, kh, kw).
+        b: bias of shape (O,), or None.
+        stride: int or (sh, sw).
+        padding: int, (ph, pw), or (top, left, bottom, right) (ONNX ``pads`` order
+            [h_begin, w_begin, h_end, w_end]); zero padding.
+        dilation: int or (dh, dw).
+        groups: split the channels into this many groups (``groups = C`` and
+            ``W.shape[1] == 1`` is a depthwise convolution).
+
+    Returns:
+        y of shape (N, O, OH, OW) with OH = (H + top + bottom - dh*(kh-1) - 1)//sh + 1.
+        The result's memory is NHWC (an NCHW view); that is invisible to the API.
+
+    Example::
+
+        y = autograd.conv2d(x, w, b, stride=1, padding=2)
+    """
+    if x.ndim() != 4 or W.ndim() != 4:
+        raise ValueError(
+            f"conv2d: x must be (N, C, H, W) and W (O, C/groups, kh, kw), got {x.shape} and {W.shape}"
+        )
+    groups = int(groups)
+    stride_ = im.pair(stride, "stride", "conv2d")
+    dilation_ = im.pair(dilation, "dilation", "conv2d")
+    pads = im.pads4(padding, "conv2d")
+    n, c, h, w = x.shape
+    o, cg, kh, kw = W.shape
+    if groups < 1 or c != cg * groups or o % groups:
+        raise ValueError(
+            f"conv2d: x of shape {x.shape} and W of shape {W.shape} do not match with groups={groups} "
+            "(need C == W.shape[1] * groups and O % groups == 0)"
+        )
+    if b is not None and tuple(b.shape) != (o,):
+        raise ValueError(f"conv2d: bias of shape {b.shape} does not match W of shape {W.shape} (need ({o},))")
+    oh = im.out_size(h, kh, stride_[0], pads[0], pads[2], dilation_[0])
+    ow = im.out_size(w, kw, stride_[1], pads[1], pads[3], dilation_[1])
+    if oh <= 0 or ow <= 0 or n == 0 or o == 0:
+        raise ValueError(
+            f"conv2d: output would be empty for x of shape {x.shape}, W of shape {W.shape}, "
+            f"stride={stride_}, pads={pads}, dilation={dilation_} (output {n}x{o}x{oh}x{ow})"
+        )
+    op = Convolution2D((kh, kw), stride_, pads, dilation_, groups, bias=b is not None)
+    if b is None:
+        return op(x, W)[0]
+    return op(x, W, b)[0]

@@ -1,3 +1,355 @@
-"""pooling operators (to be filled)."""
+"""Pooling: max and average pooling over 2-D (and 1-D) windows, global average pooling.
 
-__all__: list[str] = []
+Windows are handled as kh*kw strided views of the (padded) input, combined with
+``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing,
+see /work/shared/perf-notes.md). Outputs keep the input's memory layout (NCHW or
+NHWC in memory; the API is NCHW either way).
+
+Output size (PyTorch/ONNX): OH = floor((H + top + bottom - kh) / sh) + 1, or with
+``ceil_mode`` the ceiling, minus one when the last window would start beyond the
+input plus its top padding. Each padding must be smaller than the kernel, so every
+window holds at least one real cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from singa.autograd import _im2col as im
+from singa.autograd.engine import Operation, array_module
+from singa.tensor import Tensor
+
+__all__ = ["max_pool_2d", "avg_pool_2d", "global_avg_pool", "max_pool_1d", "avg_pool_1d"]
+
+
+class _Pooling(Operation):
+    """Shared geometry of the pooling operators (2-D, or 1-D on (N, C, L) inputs).
+
+    Attributes (read by graph replay and the ONNX exporter), in the operator's own
+    number of spatial dimensions (``spatial_dims`` 2 or 1):
+        kernel_size: (kh, kw) or (k,).
+        stride: (sh, sw) or (s,).
+        pads: (top, left, bottom, right) or (begin, end): ONNX ``pads`` order.
+        ceil_mode: output size rounded up.
+    """
+
+    def __init__(
+        self, kernel_size: tuple, stride: tuple, pads: tuple, ceil_mode: bool = False, spatial_dims: int = 2
+    ):
+        super().__init__()
+        self.kernel_size = tuple(kernel_size)
+        self.stride = tuple(stride)
+        self.pads = tuple(pads)
+        self.ceil_mode = bool(ceil_mode)
+        self.spatial_dims = spatial_dims
+        if spatial_dims == 1:
+            self._k = (1, self.kernel_size[0])
+            self._s = (1, self.stride[0])
+            self._p = (0, self.pads[0], 0, self.pads[1])
+        else:
+            self._k, self._s, self._p = self.kernel_size, self.stride, self.pads
+
+    def _geometry(self, h: int, w: int) -> tuple:
+        """(OH, OW, extra rows, extra columns) where the extras are cells beyond the
+        bottom/right padding that ceil mode's last window reaches."""
+        (kh, kw), (sh, sw), (t, l, b, r) = self._k, self._s, self._p
+        oh = im.out_size(h, kh, sh, t, b, ceil_mode=self.ceil_mode)
+        ow = im.out_size(w, kw, sw, l, r, ceil_mode=self.ceil_mode)
+        eh = max(0, (oh - 1) * sh + kh - (h + t + b))
+        ew = max(0, (ow - 1) * sw + kw - (w + l + r))
+        return oh, ow, eh, ew
+
+    def _slices(self, oh: int, ow: int) -> list:
+        (kh, kw), (sh, sw) = self._k, self._s
+        return [
+            (slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
+            for i in range(kh)
+            for j in range(kw)
+        ]
+
+    def _disjoint(self) -> bool:
+        return self._s[0] >= self._k[0] and self._s[1] >= self._k[1]
+
+    def _to4(self, x: Any) -> Any:
+        return x[:, :, None, :] if self.spatial_dims == 1 else x
+
+    def _from4(self, y: Any) -> Any:
+        return y[:, :, 0, :] if self.spatial_dims == 1 else y
+
+    def _crop(self, dxp: Any, h: int, w: int) -> Any:
+        t, l = self._p[0], self._p[1]
+        if dxp.shape[2] == h and dxp.shape[3] == w:
+            return dxp
+        return dxp[:, :, t : t + h, l : l + w]
+
+
+class MaxPooling2D(_Pooling):
+    """y = max over each window; padded cells never win.
+
+    The gradient of each output goes to one cell of its window: the first maximum in
+    row-major order within the window when several cells tie (as PyTorch on CPU). NaN
+    inputs give NaN outputs but no gradient.
+    """
+
+    def forward(self, x):
+        xp = array_module(x)
+        x4 = self._to4(x)
+        n, c, h, w = x4.shape
+        oh, ow, eh, ew = self._geometry(h, w)
+        xpad = im.pad_nchw(x4, self._p, xp, fill=-xp.inf, extra=(eh, ew), pooled=True)
+        slices = self._slices(oh, ow)
+        y = im.pooled_like(x4, (n, c, oh, ow), xp)
+
+        def part(a, b):
+            xs, ys = xpad[a:b], y[a:b]
+            views = [xs[:, :, hs, ws] for hs, ws in slices]
+            if len(views) == 1:
+                ys[...] = views[0]
+                return
+            xp.maximum(views[0], views[1], out=ys)
+            for v in views[2:]:
+                xp.maximum(ys, v, out=ys)
+
+        im.split_batch(xp, part, n, xpad.size + y.size * len(slices))
+        if self.requires_grad:
+            self.cache = (x4.shape, xpad, y)
+        return self._from4(y)
+
+    def backward(self, dy):
+        (n, c, h, w), xpad, y = self.cache
+        xp = array_module(dy)
+        dy = self._to4(dy)
+        oh, ow = y.shape[2], y.shape[3]
+        slices = self._slices(oh, ow)
+        disjoint = self._disjoint()
+        covered = disjoint and self._s == self._k and xpad.shape[2:] == (oh * self._k[0], ow * self._k[1])
+        dxp = im.pooled_like(xpad, xpad.shape, xp, dtype=dy.dtype)
+        last = len(slices) - 1
+
+        def part(a, b):
+            xs, ys, d = xpad[a:b], y[a:b], dxp[a:b]
+            if not covered:
+                d[...] = 0
+            r = dy[a:b]  # the gradient not yet given to a cell (first maximum wins)
+            for k, (hs, ws) in enumerate(slices):
+                m = xs[:, :, hs, ws] == ys
+                dv = d[:, :, hs, ws]
+                if disjoint:
+                    xp.multiply(r, m, out=dv)
+                    taken = dv
+                else:
+                    taken = r * m
+                    dv += taken
+                if k == 0:
+                    r = r - taken
+                elif k < last:
+                    r -= taken
+
+        im.split_batch(xp, part, n, dxp.size + y.size * len(slices) * 3)
+        return self._from4(self._crop(dxp, h, w))
+
+
+class AveragePooling2D(_Pooling):
+    """y = mean over each window.
+
+    ``count_include_pad``: divide by the window size including padded cells (but,
+    as in PyTorch, never counting the cells beyond the padding that ceil mode's last
+    window reaches); otherwise divide by the number of real input cells.
+    """
+
+    def __init__(
+        self,
+        kernel_size: tuple,
+        stride: tuple,
+        pads: tuple,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        spatial_dims: int = 2,
+    ):
+        super().__init__(kernel_size, stride, pads, ceil_mode, spatial_dims)
+        self.count_include_pad = bool(count_include_pad)
+
+    def _scale(self, xp: Any, h: int, w: int, oh: int, ow: int, dtype: Any) -> Any:
+        """1 / divisor: a Python float when all windows share it, else an (OH, OW) array."""
+        (kh, kw), (sh, sw), (t, l, b, r) = self._k, self._s, self._p
+        if self.count_include_pad:
+            lo_h, hi_h, lo_w, hi_w = -t, h + b, -l, w + r
+        else:
+            lo_h, hi_h, lo_w, hi_w = 0, h, 0, w
+        rows = [min(o * sh - t + kh, hi_h) - max(o * sh - t, lo_h) for o in range(oh)]
+        cols = [min(o * sw - l + kw, hi_w) - max(o * sw - l, lo_w) for o in range(ow)]
+        if len(set(rows)) == 1 and len(set(cols)) == 1:
+            return 1.0 / (rows[0] * cols[0])
+        rc = xp.asarray(rows, dtype=dtype).reshape(-1, 1)
+        cc = xp.asarray(cols, dtype=dtype).reshape(1, -1)
+        return 1 / (rc * cc)
+
+    def forward(self, x):
+        xp = array_module(x)
+        x4 = self._to4(x)
+        n, c, h, w = x4.shape
+        oh, ow, eh, ew = self._geometry(h, w)
+        xpad = im.pad_nchw(x4, self._p, xp, fill=0, extra=(eh, ew), pooled=True)
+        slices = self._slices(oh, ow)
+        scale = self._scale(xp, h, w, oh, ow, x.dtype)
+        y = im.pooled_like(x4, (n, c, oh, ow), xp)
+
+        def part(a, b):
+            xs, ys = xpad[a:b], y[a:b]
+            views = [xs[:, :, hs, ws] for hs, ws in slices]
+            if len(views) == 1:
+                xp.multiply(views[0], scale, out=ys)
+                return
+            xp.add(views[0], views[1], out=ys)
+            for v in views[2:]:
+                ys += v
+            ys *= scale
+
+        im.split_batch(xp, part, n, xpad.size + y.size * len(slices))
+        if self.requires_grad:
+            self.cache = (x4.shape, xpad.shape, im.is_channels_last(x4))
+        return self._from4(y)
+
+    def backward(self, dy):
+        (n, c, h, w), pshape, nhwc = self.cache
+        xp = array_module(dy)
+        dy = self._to4(dy)
+        oh, ow = dy.shape[2], dy.shape[3]
+        scale = self._scale(xp, h, w, oh, ow, dy.dtype)
+        slices = self._slices(oh, ow)
+        disjoint = self._disjoint()
+        covered = disjoint and self._s == self._k and pshape[2:] == (oh * self._k[0], ow * self._k[1])
+        dxp = im.pooled_like(dy, pshape, xp, nhwc=nhwc)
+
+        def part(a, b):
+            d = dxp[a:b]
+            g = dy[a:b] * scale
+            if not covered:
+                d[...] = 0
+            for hs, ws in slices:
+                if disjoint:
+                    d[:, :, hs, ws] = g
+                else:
+                    d[:, :, hs, ws] += g
+
+        im.split_batch(xp, part, n, dxp.size + dy.size * len(slices))
+        return self._from4(self._crop(dxp, h, w))
+
+
+class GlobalAveragePool(Operation):
+    """y = mean over the spatial axes, keeping them as size 1: (N, C, H, W) -> (N, C, 1, 1)."""
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = (x.shape, im.is_channels_last(x))
+        return x.mean(axis=(2, 3), keepdims=True)
+
+    def backward(self, dy):
+        shape, nhwc = self.cache
+        xp = array_module(dy)
+        dx = im.alloc_nhwc(xp, shape, dy.dtype) if nhwc else xp.empty(shape, dtype=dy.dtype)
+        dx[...] = dy * (1.0 / (shape[2] * shape[3]))
+        return dx
+
+
+def _pool_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
+    """Validate and normalise 2-D pooling arguments -> (kernel, stride, pads)."""
+    if x.ndim() != 4:
+        raise ValueError(f"{name}: x must be (N, C, H, W), got shape {x.shape}")
+    k = im.pair(kernel_size, "kernel_size", name)
+    s = k if stride is None else im.pair(stride, "stride", name)
+    p = im.pads4(padding, name)
+    if p[0] >= k[0] or p[2] >= k[0] or p[1] >= k[1] or p[3] >= k[1]:
+        raise ValueError(f"{name}: padding {p} must be smaller than the kernel {k} on each side")
+    oh = im.out_size(x.shape[2], k[0], s[0], p[0], p[2], ceil_mode=ceil_mode)
+    ow = im.out_size(x.shape[3], k[1], s[1], p[1], p[3], ceil_mode=ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(
+            f"{name}: output would be empty for x of shape {x.shape}, kernel {k}, stride {s}, pads {p}"
+        )
+    return k, s, p
+
+
+def max_pool_2d(
+    x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False
+) -> Tensor:
+    """Max pooling of NCHW ``x`` over kh x kw windows.
+
+    Args:
+        kernel_size: int or (kh, kw).
+        stride: int or (sh, sw); None means the kernel size.
+        padding: int, (ph, pw) or (top, left, bottom, right) (ONNX pads order);
+            padded cells never win; each must be smaller than the kernel.
+        ceil_mode: round the output size up (PyTorch/ONNX ``ceil_mode``).
+
+    Ties: the gradient goes to the first maximum of the window in row-major order.
+    """
+    k, s, p = _pool_args("max_pool_2d", x, kernel_size, stride, padding, ceil_mode)
+    return MaxPooling2D(k, s, p, ceil_mode)(x)[0]
+
+
+def avg_pool_2d(
+    x: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Average pooling of NCHW ``x`` over kh x kw windows (zero padding).
+
+    Args are those of :func:`max_pool_2d`, plus ``count_include_pad``: divide by the
+    window size counting padded cells (default) or by the number of real cells. With
+    ``ceil_mode`` the cells beyond the padding are never counted (as PyTorch).
+    """
+    k, s, p = _pool_args("avg_pool_2d", x, kernel_size, stride, padding, ceil_mode)
+    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad)(x)[0]
+
+
+def global_avg_pool(x: Tensor) -> Tensor:
+    """Mean over H and W of NCHW ``x``: (N, C, H, W) -> (N, C, 1, 1) (ONNX GlobalAveragePool)."""
+    if x.ndim() != 4 or x.shape[2] * x.shape[3] == 0:
+        raise ValueError(f"global_avg_pool: x must be (N, C, H, W) with H, W > 0, got shape {x.shape}")
+    return GlobalAveragePool()(x)[0]
+
+
+def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
+    if x.ndim() != 3:
+        raise ValueError(f"{name}: x must be (N, C, L), got shape {x.shape}")
+
+    def one(v: Any, what: str) -> int:
+        t = (v,) if isinstance(v, int) else tuple(v)
+        if len(t) != 1:
+            raise ValueError(f"{name}: {what} must be an int, got {v!r}")
+        return int(t[0])
+
+    k = one(kernel_size, "kernel_size")
+    s = k if stride is None else one(stride, "stride")
+    p = (padding, padding) if isinstance(padding, int) else tuple(int(a) for a in padding)
+    if len(p) != 2:
+        raise ValueError(f"{name}: padding must be an int or (begin, end), got {padding!r}")
+    fake = Tensor._wrap(x.data[:, :, None, :], x.device)
+    _pool_args(name, fake, (1, k), (1, s), (0, p[0], 0, p[1]), ceil_mode)
+    return (k,), (s,), p
+
+
+def max_pool_1d(
+    x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False
+) -> Tensor:
+    """Max pooling of (N, C, L) ``x`` over windows of ``kernel_size``; ``padding`` is
+    an int or (begin, end). See :func:`max_pool_2d`."""
+    k, s, p = _pool1d_args("max_pool_1d", x, kernel_size, stride, padding, ceil_mode)
+    return MaxPooling2D(k, s, p, ceil_mode, spatial_dims=1)(x)[0]
+
+
+def avg_pool_1d(
+    x: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
+    k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)
+    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]

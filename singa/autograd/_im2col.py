@@ -1,0 +1,327 @@
+"""Private helpers of the convolution and pooling operators.
+
+- argument normalisation (``pair``, ``pads4``) and output sizes;
+- memory-layout helpers: the operators accept NCHW arrays with any strides and
+  produce NCHW arrays whose memory is laid out NHWC ("channels last"): a
+  (N, C, H, W) array with strides (H*W*C, 1, W*C, C). The public API stays NCHW;
+  the layout only makes the column matrices, col2im and pooling faster (see
+  /work/shared/perf-notes.md, note 2);
+- im2col / col2im with strided views (``as_strided`` + one copy), written against
+  the array module ``xp`` so the same code runs on numpy and cupy;
+- a small buffer pool (numpy only, see :func:`scratch`);
+- :func:`split_batch`, which runs a batch-sliceable numpy loop on several threads
+  (numpy releases the GIL inside its elementwise loops; copies, col2im and pooling
+  are otherwise single-threaded while BLAS uses every core).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+
+def pair(v: Any, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
+    """``v`` (an int or a pair) as a pair of ints >= ``minimum``."""
+    if isinstance(v, int | np.integer):
+        t = (int(v), int(v))
+    else:
+        t = tuple(int(a) for a in v)
+        if len(t) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair, got {v!r}")
+    if min(t) < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {v!r}")
+    return t
+
+
+def pads4(padding: Any, op: str) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right) = ONNX ``pads`` order
+    [h_begin, w_begin, h_end, w_end], from an int, (ph, pw) or a 4-tuple."""
+    if isinstance(padding, int | np.integer):
+        p = (int(padding),) * 4
+    else:
+        t = tuple(int(a) for a in padding)
+        if len(t) == 2:
+            p = (t[0], t[1], t[0], t[1])
+        elif len(t) == 4:
+            p = t
+        else:
+            raise ValueError(
+                f"{op}: padding must be an int, (ph, pw) or (top, left, bottom, right), got {padding!r}"
+            )
+    if min(p) < 0:
+        raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
+    return p  # type: ignore[return-value]
+
+
+def out_size(n: int, k: int, s: int, p0: int, p1: int, d: int = 1, ceil_mode: bool = False) -> int:
+    """Output length along one axis (PyTorch/ONNX rule; with ``ceil_mode`` the
+    last window must start inside the input plus its begin padding)."""
+    span = n + p0 + p1 - d * (k - 1) - 1
+    if span < 0:
+        return 0
+    if not ceil_mode:
+        return span // s + 1
+    o = -(-span // s) + 1
+    if (o - 1) * s >= n + p0:
+        o -= 1
+    return o
+
+
+def is_channels_last(x: Any) -> bool:
+    """True when a 4-D array's memory is NHWC (its channel axis is the innermost)."""
+    s = x.strides
+    return x.shape[1] > 1 and s[1] == x.itemsize and s[3] == x.shape[1] * x.itemsize
+
+
+def alloc_nhwc(xp: Any, shape: tuple, dtype: Any, fill: float | None = None) -> Any:
+    """A new (N, C, H, W) array with NHWC memory, zero/``fill``-initialised or empty."""
+    n, c, h, w = shape
+    if fill is None:
+        a = xp.empty((n, h, w, c), dtype=dtype)
+    elif fill == 0:
+        a = xp.zeros((n, h, w, c), dtype=dtype)
+    else:
+        a = xp.full((n, h, w, c), fill, dtype=dtype)
+    return a.transpose(0, 3, 1, 2)
+
+
+def alloc_like(x: Any, shape: tuple, xp: Any, fill: float | None = None) -> Any:
+    """A new 4-D array of ``shape`` with ``x``'s memory layout (NHWC or NCHW)."""
+    if is_channels_last(x):
+        return alloc_nhwc(xp, shape, x.dtype, fill)
+    if fill is None:
+        return xp.empty(shape, dtype=x.dtype)
+    if fill == 0:
+        return xp.zeros(shape, dtype=x.dtype)
+    return xp.full(shape, fill, dtype=x.dtype)
+
+
+def pooled_like(x: Any, shape: tuple, xp: Any, dtype: Any = None, nhwc: bool | None = None) -> Any:
+    """An uninitialised pooled 4-D array (see :func:`scratch`) of ``shape`` in
+    ``x``'s memory layout (or NHWC when ``nhwc`` says so)."""
+    dtype = x.dtype if dtype is None else dtype
+    if nhwc is None:
+        nhwc = is_channels_last(x)
+    if nhwc:
+        n, c, h, w = shape
+        return scratch(xp, (n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    return scratch(xp, shape, dtype)
+
+
+def pad_nchw(
+    x: Any, pads: tuple, xp: Any, fill: float = 0.0, extra: tuple = (0, 0), pooled: bool = False
+) -> Any:
+    """``x`` (N, C, H, W) padded by ``pads`` (plus ``extra`` cells at the bottom and
+    right) with ``fill``, in ``x``'s memory layout. Returns ``x`` itself when nothing
+    is added. ``pooled``: the result comes from the buffer pool (see :func:`scratch`)."""
+    t, l, b, r = pads
+    b += extra[0]
+    r += extra[1]
+    if t == l == b == r == 0:
+        return x
+    n, c, h, w = x.shape
+    shape = (n, c, h + t + b, w + l + r)
+    out = pooled_like(x, shape, xp) if pooled else alloc_like(x, shape, xp)
+    if t:
+        out[:, :, :t] = fill
+    if b:
+        out[:, :, h + t :] = fill
+    if l:
+        out[:, :, t : h + t, :l] = fill
+    if r:
+        out[:, :, t : h + t, w + l :] = fill
+    out[:, :, t : t + h, l : l + w] = x
+    return out
+
+
+def windows(
+    xp: Any, x: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, groups: int = 1
+) -> Any:
+    """Strided view (N, OH, OW, G, kh, kw, C/G) of the windows of ``x`` given as
+    (N, H, W, C) with any strides (no copy; do not write to it)."""
+    s0, s1, s2, s3 = x.strides
+    cg = x.shape[3] // groups
+    return xp.lib.stride_tricks.as_strided(
+        x,
+        (x.shape[0], oh, ow, groups, kh, kw, cg),
+        (s0, s1 * sh, s2 * sw, s3 * cg, s1 * dh, s2 * dw, s3),
+    )
+
+
+def windows_kmajor(
+    xp: Any, x: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
+) -> Any:
+    """Read-only strided view (C, kh, kw, N, OH, OW) of the windows of ``x`` given
+    as (N, C, H, W) with any strides (no copy)."""
+    s0, s1, s2, s3 = x.strides
+    return xp.lib.stride_tricks.as_strided(
+        x, (x.shape[1], kh, kw, x.shape[0], oh, ow), (s1, s2 * dh, s3 * dw, s0, s2 * sh, s3 * sw)
+    )
+
+
+def col2im_nhwc(
+    dcols: Any, dx: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
+) -> None:
+    """Add the columns ``dcols`` (N, OH, OW, G, kh, kw, C/G) back into ``dx``
+    (N, Hp, Wp, G, C/G)."""
+    for i in range(kh):
+        hs = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+        for j in range(kw):
+            ws = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            dx[:, hs, ws] += dcols[:, :, :, :, i, j]
+
+
+def col2im_kmajor(
+    dcols: Any, dx: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
+) -> None:
+    """Add the columns ``dcols`` (C, kh, kw, N, OH, OW) back into ``dx`` (N, C, Hp, Wp)."""
+    for i in range(kh):
+        hs = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+        for j in range(kw):
+            ws = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            dx[:, :, hs, ws] += dcols[:, i, j].transpose(1, 0, 2, 3)
+
+
+# ----- buffer pool ----------------------------------------------------------------------
+# The convolution and pooling operators take their large arrays (padded inputs, column
+# matrices, outputs, gradients) from a small pool instead of allocating them afresh on
+# every call: glibc returns big freed blocks to the OS and page-faults them in again on
+# the next step, which cost ~40% of a numpy CNN step (perf note 1).
+#
+# Correctness rests on one rule: a pooled array is handed out again only when nothing
+# but the pool refers to it, which the CPython reference count tells exactly (any
+# variable, container, Tensor, cache entry or numpy view holding it keeps the count
+# up). So an array may be cached for backward or returned to the caller: while the
+# caller (or the autograd engine) holds it, it is not reused; once dropped, the next
+# step reuses it without touching malloc. Only numpy arrays are pooled (cupy has its
+# own memory pool). The pool keeps at most _PER_KEY arrays per (shape, dtype) (beyond
+# that, plain allocations) and about _POOL_BYTES in all, forgetting the least recently
+# used shapes first (arrays in use stay valid; the pool just stops tracking them).
+
+_POOL_BYTES = 256 * 1024 * 1024
+_PER_KEY = 4
+_pool: OrderedDict = OrderedDict()
+_pool_bytes = 0
+
+
+def _first_free(lst: list, free_refs: int) -> Any:
+    for a in lst:
+        if sys.getrefcount(a) <= free_refs:
+            return a
+    return None
+
+
+def _calibrate() -> int:
+    """The reference count that _first_free sees for an array held only by its list
+    (interpreters differ in how many references the loop itself holds)."""
+    probe = [np.empty(1)]
+    for k in range(2, 8):
+        if _first_free(probe, k) is not None:
+            return k
+    raise RuntimeError("cannot calibrate the scratch pool's reference counts")
+
+
+_FREE_REFS = _calibrate()
+
+
+def scratch(xp: Any, shape: tuple, dtype: Any) -> Any:
+    """An uninitialised array of ``shape``/``dtype`` from the pool (numpy; a plain
+    ``xp.empty`` otherwise). It is never handed out again while anything but the pool
+    refers to it, so it may be cached or returned like any new array."""
+    global _pool_bytes
+    if xp is not np:
+        return xp.empty(shape, dtype=dtype)
+    dtype = np.dtype(dtype)
+    key = (tuple(shape), dtype.str)
+    lst = _pool.get(key)
+    if lst is not None:
+        _pool.move_to_end(key)
+        a = _first_free(lst, _FREE_REFS)
+        if a is not None:
+            return a
+        if len(lst) >= _PER_KEY:
+            return np.empty(shape, dtype=dtype)
+    else:
+        lst = _pool[key] = []
+    a = np.empty(shape, dtype=dtype)
+    lst.append(a)
+    _pool_bytes += a.nbytes
+    while _pool_bytes > _POOL_BYTES and len(_pool) > 1:
+        _, old = _pool.popitem(last=False)
+        _pool_bytes -= sum(b.nbytes for b in old)
+    return a
+
+
+def clear_scratch() -> None:
+    """Drop every pooled array (arrays still in use stay valid)."""
+    global _pool_bytes
+    _pool.clear()
+    _pool_bytes = 0
+
+
+# ----- threads --------------------------------------------------------------------------
+# Elementwise numpy work (im2col copies, col2im, pooling) runs on one core while BLAS
+# uses all of them. split_batch() cuts such work along the batch axis and runs the
+# parts on a few worker threads plus the calling thread; numpy releases the GIL in its
+# loops, so the parts run in parallel. SINGA_NUM_THREADS=1 turns this off.
+
+
+def _default_threads() -> int:
+    env = os.environ.get("SINGA_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
+
+num_threads = _default_threads()
+#: below this many elements of work, split_batch runs inline
+MIN_SPLIT_ELEMENTS = 200_000
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = -1
+_executor_lock = threading.Lock()
+
+
+def _get_executor() -> ThreadPoolExecutor:
+    global _executor, _executor_pid
+    with _executor_lock:
+        if _executor is None or _executor_pid != os.getpid():  # a forked child needs its own threads
+            _executor = ThreadPoolExecutor(max(1, num_threads - 1), thread_name_prefix="singa-cpu")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def split_batch(xp: Any, fn: Callable[[int, int], None], n: int, work: int) -> None:
+    """Run ``fn(start, stop)`` over ``range(n)`` cut into parts, in parallel.
+
+    ``fn`` must only touch its own slice of the batch (outputs of different parts
+    must not overlap); ``work`` is the number of elements the whole call touches.
+    Runs inline on cupy, on one thread, for small work, or from a worker thread.
+    """
+    parts = min(num_threads, n)
+    if (
+        xp is not np
+        or parts < 2
+        or work < MIN_SPLIT_ELEMENTS
+        or threading.current_thread().name.startswith("singa-cpu")
+    ):
+        fn(0, n)
+        return
+    bounds = [n * i // parts for i in range(parts + 1)]
+    ex = _get_executor()
+    futures = [ex.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    try:
+        fn(bounds[0], bounds[1])
+    finally:
+        for f in futures:
+            f.result()
