@@ -191,3 +191,17 @@ def test_global_avg_pool_layer():
     x = np.random.default_rng(10).standard_normal((2, 3, 4, 5))
     y = layer.GlobalAvgPool2d()(t64(x))
     np.testing.assert_allclose(y.to_numpy(), x.mean(axis=(2, 3), keepdims=True), rtol=1e-12)
+
+
+def test_layers_accept_changing_batch_and_image_sizes():
+    conv = layer.Conv2d(3, 3, stride=2, pad_mode="SAME_UPPER")
+    pool = layer.MaxPool2d(3, 2, pad_mode="SAME_LOWER")
+    rng = np.random.default_rng(11)
+    for shape in [(2, 2, 6, 6), (3, 2, 7, 5), (1, 2, 4, 9)]:
+        x = rng.standard_normal(shape)
+        y = conv(t64(x))
+        pads = (1, 1, 1, 1) if shape[2] % 2 else (0, 0, 1, 1)
+        pads = (pads[0], 1 if shape[3] % 2 else 0, pads[2], 1)
+        ref = conv_ref(x, conv.W.to_numpy(), conv.b.to_numpy(), (2, 2), pads)
+        np.testing.assert_allclose(y.to_numpy(), ref, rtol=1e-10, atol=1e-12)
+        assert pool(y).shape == shape[:1] + (3, -(-y.shape[2] // 2), -(-y.shape[3] // 2))
