@@ -48,6 +48,8 @@ _LEGACY_LAYERS = (
     "MaxPool1d",
     "AvgPool1d",
     "ReLU",
+    "RNN",
+    "LSTM",
 )
 
 
