@@ -1,0 +1,326 @@
+"""Running ONNX models with autograd operators: :func:`prepare`, :class:`SingaRep`,
+:class:`SingaBackend` (the ONNX backend API) and the graph executor they share with
+:class:`~singa.sonnx.model.SONNXModel`.
+
+Every ONNX node is evaluated by the handler registered for its op type in the
+``import_*`` modules' tables. Handlers call ``singa.autograd`` functions, so an
+imported graph is differentiable: the same executor runs inference (``prepare``)
+and training (``SONNXModel``).
+
+Example::
+
+    rep = sonnx.prepare("model.onnx", device.get_default_device())
+    (y,) = rep.run([x])          # numpy in -> numpy out, Tensors in -> Tensors out
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.backend.base import Backend, BackendRep
+
+from singa import autograd
+from singa import device as _device
+from singa.tensor import Tensor
+
+MIN_IMPORT_OPSET = 11
+
+
+class UnsupportedOperator(NotImplementedError):
+    """An ONNX operator (or an attribute value of one) that the importer does not handle."""
+
+
+class NodeContext:
+    """What an import handler sees of its node.
+
+    Attributes:
+        node: the ``onnx.NodeProto``.
+        op_type, name: the node's operator type and name (its first output if unnamed).
+        attrs: the node's attributes as Python values.
+        opset: the model's default-domain opset.
+        device: the device tensors are created on.
+        training: True when the graph runs in training mode (SONNXModel in train()).
+        outputs: how many outputs the node asks for (trailing empty names dropped).
+    """
+
+    def __init__(self, node: onnx.NodeProto, opset: int, device: Any, training: bool):
+        self.node = node
+        self.op_type = node.op_type
+        self.name = node.name or (node.output[0] if node.output else node.op_type)
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        for k, v in self.attrs.items():
+            if isinstance(v, bytes):
+                self.attrs[k] = v.decode()
+        self.opset = opset
+        self.device = device
+        self.training = training
+        outs = list(node.output)
+        while outs and not outs[-1]:
+            outs.pop()
+        self.outputs = len(outs)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute ``name`` (``default`` when absent)."""
+        return self.attrs.get(name, default)
+
+    def static(self, t: Tensor | None) -> np.ndarray | None:
+        """The value of an input as a host numpy array (shapes, axes, pads ...)."""
+        if t is None:
+            return None
+        return t.to_numpy()
+
+    def const(self, value: Any, dtype: Any = None) -> Tensor:
+        """A constant tensor (no gradient) on this node's device."""
+        arr = np.asarray(value, dtype=dtype)
+        xp = self.device.xp
+        return Tensor._wrap(arr if xp is np else xp.asarray(arr), self.device)
+
+    def wrap(self, arr: Any) -> Tensor:
+        """Wrap an array computed directly (a non-differentiable result)."""
+        return Tensor._wrap(arr, self.device)
+
+    def unsupported(self, why: str) -> UnsupportedOperator:
+        """An UnsupportedOperator naming the op type and node."""
+        return UnsupportedOperator(f"ONNX import: {self.op_type} node {self.name!r}: {why}")
+
+
+Handler = Callable[[NodeContext, list], Any]
+
+
+def handlers() -> dict[str, Handler]:
+    """The import table ``{op_type: handler}`` of every supported ONNX operator."""
+    from singa.sonnx import import_math, import_nn, import_shape
+
+    table: dict[str, Handler] = {}
+    for family in (import_math, import_nn, import_shape):
+        table.update(family.IMPORTERS)
+    return table
+
+
+def supported_ops() -> list[str]:
+    """The ONNX operator types (default domain) the importer supports."""
+    return sorted(handlers())
+
+
+def _load(model: Any) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, str | os.PathLike):
+        return onnx.load(os.fspath(model))
+    if isinstance(model, bytes):
+        return onnx.load_from_string(model)
+    raise TypeError(f"ONNX import: expected a ModelProto, a path or bytes, got {type(model).__name__}")
+
+
+def _get_device(dev: Any) -> Any:
+    if dev is None:
+        return _device.get_default_device()
+    if isinstance(dev, str):
+        kind = dev.upper().split(":")[0]
+        if kind == "CPU":
+            return _device.get_default_device()
+        if kind in ("CUDA", "GPU"):
+            idx = int(dev.split(":")[1]) if ":" in dev else 0
+            return _device.create_cuda_gpu_on(idx)
+        raise ValueError(f"ONNX import: unknown device {dev!r}")
+    return dev
+
+
+def _opset_of(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return MIN_IMPORT_OPSET
+
+
+class OnnxGraph:
+    """An ONNX graph ready to run with autograd operators.
+
+    Args:
+        model: the ONNX model.
+        device: where tensors live.
+
+    Attributes:
+        initializers: ``{onnx name: numpy array}``.
+        input_names: graph inputs that are not initializers, in order.
+        output_names: graph outputs, in order.
+    """
+
+    def __init__(self, model: onnx.ModelProto, device: Any):
+        self.model = model
+        self.device = device
+        self.opset = _opset_of(model)
+        if self.opset < MIN_IMPORT_OPSET:
+            raise UnsupportedOperator(
+                f"ONNX import: opset {self.opset} is not supported (opset {MIN_IMPORT_OPSET} or newer)"
+            )
+        g = model.graph
+        table = handlers()
+        problems = []
+        for i, nd in enumerate(g.node):
+            if nd.domain not in ("", "ai.onnx"):
+                problems.append(f"{nd.domain}.{nd.op_type} (node {nd.name or i!r})")
+            elif nd.op_type not in table:
+                problems.append(f"{nd.op_type} (node {nd.name or nd.output[0]!r})")
+        if problems:
+            raise UnsupportedOperator("ONNX import: unsupported operator(s): " + ", ".join(problems))
+        for v in list(g.input) + list(g.output):
+            if not v.type.HasField("tensor_type"):
+                kind = v.type.WhichOneof("value")
+                raise UnsupportedOperator(
+                    f"ONNX import: value {v.name!r} has type {kind} (only tensors are supported)"
+                )
+        self.handlers = [table[nd.op_type] for nd in g.node]
+        self.initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.input_names = [v.name for v in g.input if v.name not in self.initializers]
+        self.output_names = [v.name for v in g.output]
+        self._contexts: dict[bool, list] = {}
+
+    def contexts(self, training: bool) -> list[NodeContext]:
+        """Node contexts (parsed attributes), built once per mode."""
+        if training not in self._contexts:
+            self._contexts[training] = [
+                NodeContext(nd, self.opset, self.device, training) for nd in self.model.graph.node
+            ]
+        return self._contexts[training]
+
+    def run(self, feeds: Mapping[str, Tensor], params: Mapping[str, Tensor], training: bool = False) -> list:
+        """Evaluate the graph; ``params`` maps initializer names to tensors (each
+        initializer missing from it becomes a constant)."""
+        env: dict[str, Any] = {"": None}
+        for name, arr in self.initializers.items():
+            env[name] = params[name] if name in params else self._const(arr)
+        env.update(feeds)
+        for ctx, fn in zip(self.contexts(training), self.handlers):
+            xs = []
+            for n in ctx.node.input:
+                if n not in env:
+                    raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
+                xs.append(env[n])
+            ys = fn(ctx, xs)
+            if isinstance(ys, Tensor):
+                ys = (ys,)
+            for n, y in zip(ctx.node.output, ys):
+                if n:
+                    env[n] = y
+        return [env[n] for n in self.output_names]
+
+    def _const(self, arr: np.ndarray) -> Tensor:
+        xp = self.device.xp
+        return Tensor._wrap(arr if xp is np else xp.asarray(arr), self.device)
+
+
+def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
+    """Map run() inputs (a list in graph-input order, or a dict by name) to tensors;
+    also says whether the caller gave Tensors."""
+    if isinstance(inputs, Mapping):
+        items = list(inputs.items())
+    else:
+        if isinstance(inputs, Tensor | np.ndarray):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) > len(graph.input_names):
+            # models listing initializers among their inputs (IR < 4) may be fed them too
+            names = [v.name for v in graph.model.graph.input]
+        else:
+            names = graph.input_names
+        if len(inputs) > len(names):
+            raise ValueError(f"ONNX run: {len(inputs)} inputs given, the graph has {len(names)}")
+        items = list(zip(names, inputs))
+    feeds = {}
+    as_tensors = False
+    xp = device.xp
+    for name, v in items:
+        if isinstance(v, Tensor):
+            as_tensors = True
+            feeds[name] = v if v.device is device else Tensor._wrap(xp.asarray(v.to_numpy()), device)
+        else:
+            arr = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+            feeds[name] = Tensor._wrap(arr if xp is np else xp.asarray(arr), device)
+    return feeds, as_tensors
+
+
+class SingaRep(BackendRep):
+    """A prepared ONNX model (ONNX backend API): ``run(inputs)`` returns the outputs.
+
+    Inputs are given in the order of the graph's inputs (initializers excluded) or as a
+    dict by name. Given Tensors it returns Tensors (as SINGA does), given numpy arrays
+    numpy arrays.
+    """
+
+    def __init__(self, model: onnx.ModelProto, device: Any):
+        super().__init__()
+        self.model = model
+        self.device = device
+        self.graph = OnnxGraph(model, device)
+        self.params = {n: self.graph._const(a) for n, a in self.graph.initializers.items()}
+
+    def run(self, inputs: Any, **kwargs: Any) -> list:
+        """Run inference; returns the outputs as a list (Tensors or numpy arrays)."""
+        feeds, as_tensors = _feeds(self.graph, inputs, self.device)
+        with autograd.no_grad():
+            outs = self.graph.run(feeds, self.params, training=False)
+        if as_tensors:
+            return outs
+        return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]
+
+
+def prepare(model: Any, device: Any = None, **kwargs: Any) -> SingaRep:
+    """Prepare an ONNX model (ModelProto, path or bytes) to run on ``device`` (a singa
+    Device, "CPU", "CUDA" / "CUDA:1", or None for the default CPU device).
+
+    Raises UnsupportedOperator naming every unsupported op type and its node.
+    """
+    return SingaRep(_load(model), _get_device(device))
+
+
+class SingaBackend(Backend):
+    """The ONNX backend API over :func:`prepare`."""
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SingaRep:
+        """See :func:`prepare`."""
+        return prepare(model, device, **kwargs)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> list:
+        """Prepare and run in one call."""
+        return prepare(model, device).run(inputs)
+
+    @classmethod
+    def run_node(
+        cls,
+        node: onnx.NodeProto,
+        inputs: Sequence[Any],
+        device: str = "CPU",
+        outputs_info: Any = None,
+        **kw: Any,
+    ) -> list:
+        """Run a single node on numpy inputs."""
+        dev = _get_device(device)
+        opset = int(kw.get("opset_version", onnx.defs.onnx_opset_version()))
+        table = handlers()
+        if node.op_type not in table:
+            raise UnsupportedOperator(f"ONNX import: unsupported operator {node.op_type}")
+        ctx = NodeContext(node, opset, dev, False)
+        xs = [None if a is None else Tensor._wrap(dev.xp.asarray(a), dev) for a in inputs]
+        with autograd.no_grad():
+            ys = table[node.op_type](ctx, xs)
+        ys = (ys,) if isinstance(ys, Tensor) else ys
+        return [y.to_numpy() for y in ys]
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """CPU always; CUDA when cupy sees a GPU."""
+        kind = device.upper().split(":")[0]
+        return kind == "CPU" or (kind in ("CUDA", "GPU") and _device.get_num_gpus() > 0)
+
+
+run_model = SingaBackend.run_model
+run_node = SingaBackend.run_node
+supports_device = SingaBackend.supports_device

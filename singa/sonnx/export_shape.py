@@ -1,0 +1,219 @@
+"""ONNX converters for :mod:`singa.autograd.shape`.
+
+With a dynamic batch, constants that would freeze the traced batch size are written
+so that they follow the input instead: a Reshape target keeps axis 0 with ``0``, an
+Expand target broadcasts it with ``1``, a full-range slice of axis 0 is left out.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from singa.autograd import shape as sh
+from singa.sonnx.export import ExportContext
+from singa.sonnx.export_elementwise import cast_to
+
+_I64_MAX = int(np.iinfo(np.int64).max)
+_I64_MIN = int(np.iinfo(np.int64).min)
+
+
+def _keeps_batch(ctx: ExportContext, name: str, size: int) -> bool:
+    return ctx.is_batch_major(name) and size == ctx.batch
+
+
+def convert_reshape(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Reshape to ``op.shape`` (0 keeps the batch axis of a batch-major input)."""
+    target = list(op.shape)
+    if target and target[0] not in (0, -1) and _keeps_batch(ctx, ins[0], target[0]):
+        target[0] = 0
+    ctx.node("Reshape", [ins[0], ctx.ints(target, "shape")], outs)
+
+
+def convert_flatten(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Flatten(axis)."""
+    ctx.node("Flatten", ins, outs, axis=int(op.axis))
+
+
+def convert_transpose(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Transpose(perm) (the reversed axes when no permutation was given)."""
+    perm = list(range(xs[0].ndim))[::-1] if op.perm is None else [int(p) for p in op.perm]
+    ctx.node("Transpose", ins, outs, perm=perm)
+
+
+def convert_concat(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Concat(axis)."""
+    dt = ys[0].dtype
+    ctx.node("Concat", [cast_to(ctx, n, a.dtype, dt) for n, a in zip(ins, xs)], outs, axis=int(op.axis))
+
+
+def convert_split(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Split(axis) with the sizes as an input (opset 13+) or attribute."""
+    parts = [int(p) for p in op.parts]
+    if ctx.opset >= 13:
+        ctx.node("Split", [ins[0], ctx.ints(parts, "split")], outs, axis=int(op.axis))
+    else:
+        ctx.node("Split", ins, outs, axis=int(op.axis), split=parts)
+
+
+def _clamp(v: int) -> int:
+    return builtins.max(builtins.min(int(v), _I64_MAX), _I64_MIN)
+
+
+def _slice_node(ctx: ExportContext, x: str, entries: list, out: str | None) -> str:
+    """A Slice over (axis, start, end, step) entries; Identity when there are none."""
+    outputs = [out] if out is not None else 1
+    if not entries:
+        return ctx.node("Identity", [x], outputs)[0]
+    axes, starts, ends, steps = zip(*entries)
+    inputs = [
+        x,
+        ctx.ints([_clamp(s) for s in starts], "starts"),
+        ctx.ints([_clamp(e) for e in ends], "ends"),
+        ctx.ints(axes, "axes"),
+        ctx.ints(steps, "steps"),
+    ]
+    return ctx.node("Slice", inputs, outputs)[0]
+
+
+def convert_slice(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Slice with the operator's own starts/ends/axes/steps (ONNX semantics); a
+    full-range slice of the batch axis is left out."""
+    r = xs[0].ndim
+    starts = sh._axes_list(op.starts)
+    ends = sh._axes_list(op.ends)
+    axes = list(range(len(starts))) if op.axes is None else sh._axes_list(op.axes)
+    steps = [1] * len(starts) if op.steps is None else sh._axes_list(op.steps)
+    entries = []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a % r
+        k = op.key[a]
+        full = k.step in (None, 1) and k.start in (None, 0) and (k.stop is None or k.stop >= xs[0].shape[a])
+        if a == 0 and full and ctx.is_batch_major(ins[0]):
+            continue
+        entries.append((a, s, e, st))
+    _slice_node(ctx, ins[0], entries, outs[0])
+
+
+def convert_squeeze(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Squeeze with explicit axes (the size-1 axes of the traced input when None)."""
+    axes = op.axes if op.axes is not None else [i for i, d in enumerate(xs[0].shape) if d == 1]
+    extra, attrs = ctx.axes_arg("Squeeze", axes, since=13)
+    ctx.node("Squeeze", ins + extra, outs, **attrs)
+
+
+def convert_unsqueeze(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Unsqueeze(axes)."""
+    extra, attrs = ctx.axes_arg("Unsqueeze", op.axes, since=13)
+    ctx.node("Unsqueeze", ins + extra, outs, **attrs)
+
+
+def convert_pad(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Pad(mode) with pads and the constant value as inputs."""
+    inputs = [ins[0], ctx.ints(op.pads, "pads")]
+    if op.mode == "constant":
+        inputs.append(ctx.const(np.asarray(op.constant, dtype=xs[0].dtype), hint="pad_value"))
+    ctx.node("Pad", inputs, outs, mode=op.mode)
+
+
+def convert_expand(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Expand to ``op.shape`` (1 at the batch axis of a batch-major input)."""
+    shape = [int(s) for s in op.shape]
+    i = len(shape) - xs[0].ndim
+    if 0 <= i < len(shape) and _keeps_batch(ctx, ins[0], shape[i]):
+        shape[i] = 1
+    ctx.node("Expand", [ins[0], ctx.ints(shape, "shape")], outs)
+
+
+def convert_gather(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Gather(axis) with int64 indices."""
+    idx = ins[1]
+    if xs[1].dtype.kind not in "iu":
+        idx = cast_to(ctx, idx, xs[1].dtype, np.int64)
+    ctx.node("Gather", [ins[0], idx], outs, axis=int(op.axis))
+
+
+def convert_where(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Where(condition, x, y) (the operator takes x, y, condition)."""
+    dt = ys[0].dtype
+    c = cast_to(ctx, ins[2], xs[2].dtype, np.bool_)
+    ctx.node("Where", [c, cast_to(ctx, ins[0], xs[0].dtype, dt), cast_to(ctx, ins[1], xs[1].dtype, dt)], outs)
+
+
+def convert_getitem(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Basic indexing as Slice + Squeeze (int indices) + Unsqueeze (None); one integer
+    array on one axis (the others whole) as Gather."""
+    key = list(op.key)
+    shape = xs[0].shape
+    r = len(shape)
+    if op.basic:
+        n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            key[i : i + 1] = [builtins.slice(None)] * (r - n_real)
+        key += [builtins.slice(None)] * (r - builtins.sum(1 for k in key if k is not None))
+        entries, squeeze, new_axes = [], [], []
+        axis = out_axis = 0
+        for k in key:
+            if k is None:
+                new_axes.append(out_axis)
+                out_axis += 1
+                continue
+            if isinstance(k, builtins.slice):
+                st = 1 if k.step is None else int(k.step)
+                if st > 0:
+                    s = 0 if k.start is None else int(k.start)
+                    e = _I64_MAX if k.stop is None else int(k.stop)
+                else:
+                    s = _I64_MAX if k.start is None else int(k.start)
+                    e = _I64_MIN if k.stop is None else int(k.stop)
+                if not (s == 0 and e >= shape[axis] and st == 1):
+                    entries.append((axis, s, e, st))
+                out_axis += 1
+            else:
+                i = int(k)
+                entries.append((axis, i, i + 1 if i != -1 else _I64_MAX, 1))
+                squeeze.append(axis)
+            axis += 1
+        last = not squeeze and not new_axes
+        y = _slice_node(ctx, ins[0], entries, outs[0] if last else None)
+        if squeeze:
+            extra, attrs = ctx.axes_arg("Squeeze", squeeze, since=13)
+            y = ctx.node("Squeeze", [y] + extra, outs if not new_axes else 1, **attrs)[0]
+        if new_axes:
+            extra, attrs = ctx.axes_arg("Unsqueeze", new_axes, since=13)
+            ctx.node("Unsqueeze", [y] + extra, outs, **attrs)
+        return
+    arrays = [
+        (i, k) for i, k in enumerate(key) if not (isinstance(k, builtins.slice) and k == builtins.slice(None))
+    ]
+    if len(arrays) == 1 and Ellipsis not in key and None not in key:
+        i, k = arrays[0]
+        k = np.asarray(k.get() if hasattr(k, "get") else k)
+        if k.dtype.kind in "iu":
+            ctx.node("Gather", [ins[0], ctx.const(k.astype(np.int64), hint="indices")], outs, axis=i)
+            return
+    raise ctx.error(
+        op,
+        f"indexing with key {op.key!r} has no ONNX equivalent here (only basic indexing "
+        "and one integer array on one axis are exported)",
+    )
+
+
+CONVERTERS = {
+    sh.Reshape: convert_reshape,
+    sh.Flatten: convert_flatten,
+    sh.Transpose: convert_transpose,
+    sh.Concat: convert_concat,
+    sh.Split: convert_split,
+    sh.Slice: convert_slice,
+    sh.Squeeze: convert_squeeze,
+    sh.Unsqueeze: convert_unsqueeze,
+    sh.Pad: convert_pad,
+    sh.Expand: convert_expand,
+    sh.Gather: convert_gather,
+    sh.Where: convert_where,
+    sh.GetItem: convert_getitem,
+}
