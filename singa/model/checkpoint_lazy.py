@@ -1,0 +1,202 @@
+"""Loading into layers whose parameters do not exist yet (private part of
+:mod:`singa.model.checkpoint`).
+
+Layers create their parameters on their first call (``Layer.initialize``). When a
+checkpoint is loaded before that (before ``compile``), the entries that belong to
+a not-yet-initialized layer are held by a :class:`PendingLoad` attached to the root
+layer (attribute ``_checkpoint_pending``) and applied by a small hook: the layer's
+``initialize`` is wrapped (an instance attribute, removed when it fires), so right
+after the parameters are created, and before the layer's first ``forward``, the
+held values are checked (names, shapes, dtypes) and copied in place. While the
+parameters are created the device random generators are saved and restored, so
+parameter initialization does not consume the random stream restored from the
+checkpoint. The optimizer states are applied when the last held entry is.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from singa import device as _device
+from singa.model.checkpoint_zip import CheckpointError
+from singa.tensor import Tensor
+
+_ATTR = "_checkpoint_pending"
+_MARK = "_singa_checkpoint_hook"
+
+
+class CheckpointWarning(UserWarning):
+    """``strict=False`` loading skipped some entries (listed in the message)."""
+
+
+def uninitialized(layer: Any) -> bool:
+    """True for a layer that has not run its first call and that creates (or
+    adapts) its parameters then, i.e. overrides ``Layer.initialize``."""
+    if getattr(layer, "_initialized", True):
+        return False
+    from singa.layer.base import Layer
+
+    return type(layer).initialize is not Layer.initialize or "initialize" in vars(layer)
+
+
+def deepest_owner(name: str, owners: dict[str, Any]) -> str | None:
+    """The longest prefix ``p`` in ``owners`` with ``name`` under ``p.`` ('' = root)."""
+    best = None
+    for p in owners:
+        if (p == "" or name.startswith(p + ".")) and (best is None or len(p) > len(best)):
+            best = p
+    return best
+
+
+def describe(t: Any) -> str:
+    return f"{tuple(t.shape)} {np.dtype(t.dtype)}"
+
+
+class PendingLoad:
+    """Checkpoint entries waiting for their layers to create their parameters."""
+
+    def __init__(
+        self,
+        root: Any,
+        label: str,
+        strict: bool,
+        entries: dict[str, np.ndarray],
+        finish: Callable[[], None] | None,
+        protect_rng: list,
+        report: Any,
+    ):
+        self.root = root
+        self.label = label
+        self.strict = strict
+        self.entries = entries
+        self.finish_cb = finish
+        self.protect_rng = protect_rng  # devices whose generator was restored
+        self.report = report
+        self.hooked: dict[int, Any] = {}
+        self.optimizer_states: dict | None = None  # applied by ``finish`` once nothing is held
+
+    # ----- hooks -------------------------------------------------------------------------
+    def install(self, layer: Any, prefix: str) -> None:
+        if id(layer) in self.hooked:
+            return
+        d = vars(layer)
+        had = "initialize" in d
+        orig = d.get("initialize")
+        pending = self
+
+        def initialize(*args: Any, **kwargs: Any) -> None:
+            pending.unhook(layer)
+            devs = list(pending.protect_rng)
+            for a in list(args) + list(kwargs.values()):
+                if isinstance(a, Tensor) and a.device not in devs and pending.protect_rng:
+                    devs.append(a.device)
+            saved = [(dv, dv.get_rng_state()) for dv in devs]
+            try:
+                (orig if had else type(layer).initialize.__get__(layer))(*args, **kwargs)
+            finally:
+                for dv, st in saved:
+                    dv.set_rng_state(st)
+            pending.created(layer, prefix)
+
+        setattr(initialize, _MARK, (had, orig))
+        d["initialize"] = initialize
+        self.hooked[id(layer)] = layer
+
+    def unhook(self, layer: Any) -> None:
+        self.hooked.pop(id(layer), None)
+        d = vars(layer)
+        fn = d.get("initialize")
+        mark = getattr(fn, _MARK, None)
+        if mark is None:
+            return
+        had, orig = mark
+        if had:
+            d["initialize"] = orig
+        else:
+            del d["initialize"]
+
+    def detach(self) -> None:
+        """Remove every hook and forget the held entries."""
+        for layer in list(self.hooked.values()):
+            self.unhook(layer)
+        if vars(self.root).get(_ATTR) is self:
+            del vars(self.root)[_ATTR]
+
+    # ----- applying --------------------------------------------------------------------------
+    def created(self, layer: Any, prefix: str) -> None:
+        """``layer`` (at dotted path ``prefix``) has just created its parameters."""
+        pre = prefix + "." if prefix else ""
+        own = {pre + k: t for k, t in layer.get_states().items()}
+        subs = {pre + k: s for k, s in layer.sublayers().items() if uninitialized(s)}
+        ready, mismatched, unexpected = [], [], []
+        for name in [n for n in self.entries if n.startswith(pre)]:
+            arr = self.entries[name]
+            t = own.get(name)
+            if t is not None:
+                if tuple(arr.shape) == t.shape and arr.dtype == t.dtype:
+                    ready.append((name, t))
+                else:
+                    mismatched.append((name, f"{name}: expected {describe(t)}, found {describe(arr)}"))
+                continue
+            owner = deepest_owner(name, subs)
+            if owner is not None:  # held until that sublayer creates its parameters
+                self.install(subs[owner], owner)
+            else:
+                unexpected.append((name, f"{name} (found {describe(arr)})"))
+        if (mismatched or unexpected) and self.strict:
+            self.detach()
+            lines = [f"  mismatched: {m}" for _, m in mismatched] + [
+                f"  unexpected: {u}" for _, u in unexpected
+            ]
+            raise CheckpointError(
+                f"{self.label} does not match {type(layer).__name__} {prefix or '(the model)'} "
+                "whose parameters were just created from its first input:\n" + "\n".join(lines)
+            )
+        for name, t in ready:
+            t.copy_from(self.entries.pop(name))
+        for name, m in mismatched:
+            self.entries.pop(name, None)
+            self.report.mismatched.append(m)
+        for name, u in unexpected:
+            self.entries.pop(name, None)
+            self.report.unexpected.append(u)
+        if mismatched or unexpected:
+            warnings.warn(
+                f"{self.label}: skipped while creating {prefix or 'the model'}: "
+                + "; ".join(m for _, m in mismatched + unexpected),
+                CheckpointWarning,
+                stacklevel=4,
+            )
+        if not self.entries:
+            self.detach()
+            if self.finish_cb is not None:
+                self.finish_cb()
+
+
+def pending_of(layer: Any) -> PendingLoad | None:
+    """The pending load attached to ``layer``, if any."""
+    return vars(layer).get(_ATTR) if hasattr(layer, "__dict__") else None
+
+
+def attach(pl: PendingLoad, owners: dict[str, Any]) -> None:
+    """Install the hooks of ``pl`` on the uninitialized layers ``owners`` (dotted
+    path -> layer; '' is the root) and attach it to its root."""
+    old = pending_of(pl.root)
+    if old is not None:
+        old.detach()
+    for prefix, layer in owners.items():
+        pl.install(layer, prefix)
+    vars(pl.root)[_ATTR] = pl
+
+
+def default_devices(layer: Any) -> list:
+    """The devices whose generators a layer's parameter creation may draw from."""
+    devs = [_device.get_default_device()]
+    for t in layer.get_states().values():
+        if t.device not in devs:
+            devs.append(t.device)
+    return devs
