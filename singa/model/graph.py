@@ -49,13 +49,11 @@ Limits of tracing (the same as any trace-based graph mode):
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from singa.autograd import engine
+from singa.model import _inplace
 from singa.tensor import Tensor
 
 __all__ = ["Recorder", "Graph", "flatten_outputs", "rebuild_outputs"]
@@ -64,9 +62,9 @@ _EXT, _IN, _OUT = 0, 1, 2
 
 
 class _Node:
-    __slots__ = ("index", "fn", "ins", "outs", "op", "is_backward", "random", "cache_bytes")
+    __slots__ = ("index", "fn", "ins", "outs", "op", "is_backward", "random", "cache_bytes", "inplace")
 
-    def __init__(self, index, fn, ins, outs, op, is_backward, random, cache_bytes):
+    def __init__(self, index, fn, ins, outs, op, is_backward, random, cache_bytes, inplace):
         self.index = index
         self.fn = fn
         self.ins = ins
@@ -75,6 +73,7 @@ class _Node:
         self.is_backward = is_backward
         self.random = random
         self.cache_bytes = cache_bytes
+        self.inplace = inplace
 
     def __repr__(self) -> str:
         kind = "backward" if self.is_backward else "forward" if self.op is not None else "call"
@@ -99,10 +98,13 @@ class Recorder:
     Args:
         dev: the traced device (its ``recorder`` is set by the caller).
         inputs: the input arrays, one slot each, in argument order.
+        inplace: check the in-place variants of the traced kernels (for
+            ``sequential=False``; see :mod:`singa.model._inplace`).
     """
 
-    def __init__(self, dev: Any, inputs: Sequence[Any]):
+    def __init__(self, dev: Any, inputs: Sequence[Any], inplace: bool = False):
         self.dev = dev
+        self.inplace = inplace
         self.nodes: list[_Node] = []
         self.arrays: list[Any] = []  # slot -> array at trace time (keeps them alive)
         self.kinds: list[int] = []
@@ -152,7 +154,11 @@ class Recorder:
         else:  # cupy does not expose its generator state: keep every forward in order
             random = op is not None and not is_backward
         cache_bytes = _nbytes(op.cache) if op is not None and not is_backward else 0
-        self.nodes.append(_Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes))
+        variants = []
+        if self.inplace and op is not None:
+            variants = _inplace.find_variants(op, is_backward, list(in_arrays), tuple(out_arrays))
+        node = _Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes, variants)
+        self.nodes.append(node)
 
 
 # ----- outputs -------------------------------------------------------------------------
@@ -180,50 +186,6 @@ def rebuild_outputs(tpl: Any, values: Sequence[Any]) -> Any:
     if tag == "D":
         return tpl[1]((k, rebuild_outputs(t, values)) for k, t in tpl[2].items())
     return tpl[1]
-
-
-# ----- exclusive ownership (for in-place reuse) ------------------------------------------
-def _probe(a: Any) -> int:
-    return sys.getrefcount(a)
-
-
-def _probe_base(a: Any) -> int:
-    return sys.getrefcount(a.base)
-
-
-def _calibrate() -> tuple[int, int]:
-    """Reference counts seen by a helper called from generated code when only the
-    generated function's local variable holds the array (and, for a view, when the
-    view is the only thing holding its base)."""
-    ns: dict = {"_probe": _probe, "_probe_base": _probe_base}
-    exec("def f(v):\n    return _probe(v)\ndef g(v):\n    return _probe_base(v)\n", ns)
-    return ns["f"](np.empty(3)), ns["g"](np.empty(4)[1:])
-
-
-_REFS, _BASE_REFS = _calibrate()
-
-
-def _exclusive(a: Any) -> bool:
-    """True when ``a`` (passed straight from a local of the generated code) is held by
-    that local only and owns its memory or is the only view of its base."""
-    if sys.getrefcount(a) != _REFS or not a.flags.writeable:
-        return False
-    return a.base is None or (sys.getrefcount(a.base) == _BASE_REFS and a.base.base is None)
-
-
-def _add_into(a: Any, b: Any) -> Any:
-    """``a + b``, computed into ``a`` when ``a`` is dead and exclusively owned (the same
-    values: IEEE addition does not depend on where the result goes)."""
-    if (
-        sys.getrefcount(a) == _REFS
-        and a.shape == b.shape
-        and a.dtype == b.dtype
-        and a.flags.writeable
-        and (a.base is None or (sys.getrefcount(a.base) == _BASE_REFS and a.base.base is None))
-    ):
-        a += b
-        return a
-    return a + b
 
 
 def _donates(fn: Any) -> bool:
@@ -420,7 +382,8 @@ class Graph:
 
     # ----- code generation ----------------------------------------------------------------
     def _generate(self, nodes, order, arrays, kinds, out_slots):
-        ns: dict[str, Any] = {"_add_into": _add_into, "_exclusive": _exclusive}
+        ns: dict[str, Any] = {"_add_into": _inplace.add_into}
+        self.inplace_kernels = 0
         names: dict[int, str] = {}
 
         def ref(s):
@@ -452,16 +415,8 @@ class Graph:
             ns[fname] = n.fn
             args = [ref(s) for s in n.ins]
             dead_after = {s for s in n.ins if s is not None and kinds[s] != _EXT and last.get(s) == p}
-            if (
-                not self.sequential
-                and n.fn is engine._add
-                and n.ins[0] in dead_after
-                and n.ins[0] != n.ins[1]
-            ):
-                fname = "_add_into"
-            elif not self.sequential and _donates(n.fn) and len(n.ins) == 2 and n.ins[1] in dead_after:
-                if n.ins[1] != n.ins[0]:
-                    args.append(f"_exclusive({args[1]})")
+            if not self.sequential:
+                fname = self._reuse(n, fname, args, dead_after, ns)
             call = f"{fname}({', '.join(args)})"
             outs = [ref(s) if s is not None and s in last else "_" for s in n.outs]
             if not outs or all(o == "_" for o in outs):
@@ -488,6 +443,30 @@ class Graph:
         outs = [ref(s) for s in out_slots]
         lines.append(f"    return ({', '.join(outs)}{',' if outs else ''})")
         return "\n".join(lines) + "\n", ns
+
+    def _reuse(self, n: _Node, fname: str, args: list, dead: set, ns: dict) -> str:
+        """The name to call for node ``n``: an in-place form when an input it may write
+        into is dead after it (reordering ``args`` if needed), else ``fname``."""
+        once = [s for s in n.ins if s in dead and n.ins.count(s) == 1]
+        if n.fn is engine._add and len(n.ins) == 2:
+            if n.ins[0] in once:
+                self.inplace_kernels += 1
+                return "_add_into"
+            if n.ins[1] in once:  # b + a is a + b
+                args.reverse()
+                self.inplace_kernels += 1
+                return "_add_into"
+            return fname
+        if _donates(n.fn) and len(n.ins) == 2 and n.ins[1] in once:
+            ns[f"d{n.index}"] = _inplace.donating(n.fn)
+            self.inplace_kernels += 1
+            return f"d{n.index}"
+        for variant, k in n.inplace:
+            if n.ins[k] in once:
+                ns[f"i{n.index}"] = _inplace.inplace_call(variant, n.op, n.fn, k, len(n.ins))
+                self.inplace_kernels += 1
+                return f"i{n.index}"
+        return fname
 
     # ----- running --------------------------------------------------------------------
     def __call__(self, arrays: Sequence[Any]) -> tuple:

@@ -207,7 +207,7 @@ class Model(Layer):
             if id(t.data) not in ids:
                 ids.add(id(t.data))
                 arrays.append(t.data)
-        rec = Recorder(dev, arrays)
+        rec = Recorder(dev, arrays, inplace=not self.sequential)
         dev.recorder = rec
         try:
             result = fn(*args, **kwargs)

@@ -35,18 +35,19 @@ class MLP(model.Model):
 class CNN(model.Model):
     """conv -> batchnorm -> relu -> dropout -> max-pool -> conv -> relu -> linear."""
 
-    def __init__(self, cin=2, classes=3, seed=0, ratio=0.3):
+    def __init__(self, cin=2, classes=3, seed=0, ratio=0.3, hw=8, width=4):
         super().__init__()
         rng = np.random.default_rng(seed)
         self.ratio = ratio
-        self.c1 = param(rng, (4, cin, 3, 3))
-        self.c1b = param(rng, (4,), 0.1)
-        self.scale = Tensor(data=1 + rng.standard_normal(4) * 0.1, requires_grad=True, stores_grad=True)
-        self.shift = param(rng, (4,), 0.1)
-        self.running_mean = Tensor(data=np.zeros(4), requires_grad=False)
-        self.running_var = Tensor(data=np.ones(4), requires_grad=False)
-        self.c2 = param(rng, (5, 4, 3, 3))
-        self.fc = param(rng, (5 * 2 * 2, classes))
+        c = width
+        self.c1 = param(rng, (c, cin, 3, 3))
+        self.c1b = param(rng, (c,), 0.1)
+        self.scale = Tensor(data=1 + rng.standard_normal(c) * 0.1, requires_grad=True, stores_grad=True)
+        self.shift = param(rng, (c,), 0.1)
+        self.running_mean = Tensor(data=np.zeros(c), requires_grad=False)
+        self.running_var = Tensor(data=np.ones(c), requires_grad=False)
+        self.c2 = param(rng, (5, c, 3, 3))
+        self.fc = param(rng, (5 * (hw // 4) ** 2, classes))
         self.fcb = param(rng, (classes,), 0.1)
 
     def forward(self, x):
@@ -120,3 +121,27 @@ def assert_same(a, b):
     assert sa.keys() == sb.keys()
     for k in sa:
         np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+class SmallCNN(model.Model):
+    """The MNIST CNN's shape, small: conv-relu-pool twice, linear-relu, linear."""
+
+    def __init__(self, hw=16, width=8, classes=10, seed=0):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.c1, self.b1 = param(rng, (width, 1, 5, 5), 0.2), param(rng, (width,), 0.1)
+        self.c2, self.b2 = param(rng, (2 * width, width, 5, 5), 0.1), param(rng, (2 * width,), 0.1)
+        self.w3, self.b3 = param(rng, (2 * width * (hw // 4) ** 2, 32), 0.1), param(rng, (32,), 0.1)
+        self.w4, self.b4 = param(rng, (32, classes), 0.1), param(rng, (classes,), 0.1)
+
+    def forward(self, x):
+        h = autograd.max_pool_2d(autograd.relu(autograd.conv2d(x, self.c1, self.b1, padding=2)), 2)
+        h = autograd.max_pool_2d(autograd.relu(autograd.conv2d(h, self.c2, self.b2, padding=2)), 2)
+        h = autograd.relu(autograd.add_bias(autograd.matmul(autograd.flatten(h), self.w3), self.b3))
+        return autograd.add_bias(autograd.matmul(h, self.w4), self.b4)
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss

@@ -1,0 +1,126 @@
+"""In-place reuse of dead buffers in scheduled replays (singa.model._inplace)."""
+
+import sys
+
+import numpy as np
+from model_helpers import SmallCNN
+
+from singa import device, opt
+from singa.autograd import _im2col
+from singa.autograd.activation import ReLU
+from singa.model import _inplace
+from singa.tensor import Tensor
+
+
+def generated(body: str, **ns):
+    """A function compiled like the replay code, whose helpers get its locals."""
+    exec(f"def f(v=None, w=None):\n{body}\n", ns)
+    return ns["f"]
+
+
+def _owns(a):
+    n = sys.getrefcount(a)  # as the helpers do: before ``a`` is pushed again
+    return _inplace.owns(a, n)
+
+
+def test_owns_sees_other_holders():
+    check = generated("    return owns(v)", owns=_owns)
+    # (results are stored before asserting: pytest's assert keeps its operands alive)
+    held = np.ones(8)
+    results = [check(np.ones(4)), check(held), check(np.ones(8)[2:]), check(held[2:])]
+    assert results == [True, False, True, False]  # held here / only view / base held here
+    local = generated("    a = np.ones(4)\n    return owns(a)", np=np, owns=_owns)()
+    viewed = generated("    a = np.ones(4)\n    b = a[1:]\n    return owns(a)", np=np, owns=_owns)()
+    frozen = generated(
+        "    a = np.ones(4)\n    a.flags.writeable = False\n    return owns(a)", np=np, owns=_owns
+    )()
+    assert (local, viewed, frozen) == (True, False, False)
+
+
+def test_pooled_buffers_count_as_private_while_in_use():
+    _im2col.clear_scratch()
+    ns = {"_im2col": _im2col, "np": np, "owns": _owns}
+    plain = generated("    a = _im2col.scratch(np, (5, 7), np.float32)\n    return owns(a)", **ns)
+    ok_plain = plain()
+    assert ok_plain
+    view = generated("    a = _im2col.pooled_like(np.empty((2, 3, 4, 5)), (2, 3, 4, 5), np, nhwc=True)\n"
+                     "    return owns(a)", **ns)  # fmt: skip
+    ok_view = view()
+    assert ok_view
+    assert not _inplace.owns(np.ones(3), _inplace.REFS + 1)  # one extra holder, not the pool
+
+
+def test_add_into_reuses_only_a_private_buffer():
+    f = generated("    return add_into(v, w)", add_into=_inplace.add_into)
+    b = np.full(3, 2.0)
+    np.testing.assert_array_equal(f(np.ones(3), b), [3.0, 3.0, 3.0])
+    a = np.ones(3)
+    out = f(a, b)
+    assert out is not a and np.array_equal(a, np.ones(3))  # ``a`` was still held here
+    mixed = f(np.ones(3, np.float32), b)
+    assert mixed.dtype == np.float64  # would change dtype: not in place
+    body = "    a = np.ones(3)\n    {}r = add_into(a, w)\n    return r is a"
+    private = generated(body.format(""), np=np, add_into=_inplace.add_into)(w=b)
+    aliased = generated(body.format("c = a\n    "), np=np, add_into=_inplace.add_into)(w=b)
+    assert (private, aliased) == (True, False)
+
+
+def test_relu_variants_are_checked_against_the_operator():
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    op = ReLU()
+    op.requires_grad = True
+    y = op.forward(x)
+    ((variant, k),) = _inplace.find_variants(op, False, [x], (y,))
+    assert k == 0 and op.cache is y  # the check leaves the operator as it was
+    dy = np.ones_like(x)
+    assert _inplace.find_variants(op, True, [dy], (op.backward(dy),))
+
+
+def test_a_wrong_variant_is_rejected(monkeypatch):
+    def wrong(op, x):
+        x *= 2
+        return x
+
+    _inplace.find_variants(ReLU(), False, [np.ones(2)], (np.ones(2),))  # fills the registry
+    monkeypatch.setitem(_inplace.VARIANTS, (ReLU, False), [(wrong, 0)])
+    op = ReLU()
+    x = np.array([1.0, -1.0])
+    assert _inplace.find_variants(op, False, [x], (op.forward(x),)) == []
+    np.testing.assert_array_equal(x, [1.0, -1.0])  # the check ran on a copy
+
+
+def test_inplace_call_writes_into_private_inputs_only():
+    op = ReLU()
+    x0 = np.array([1.0, -2.0])
+    ((variant, k),) = _inplace.find_variants(op, False, [x0], (op.forward(x0),))
+    call = _inplace.inplace_call(variant, op, op.forward, k, 1)
+    shared = generated("    return c(v)", c=call)
+    x = np.array([1.0, -2.0])
+    y = shared(x)
+    assert y is not x and np.array_equal(x, [1.0, -2.0]) and np.array_equal(y, [1.0, 0.0])
+    body = "    a = np.array([1.0, -2.0])\n    {}r = c(a)\n    return r is a, r"
+    same, r = generated(body.format(""), np=np, c=call)()
+    assert same and np.array_equal(r, [1.0, 0.0])  # only the local held it: written in place
+    same, r = generated(body.format("keep = a[:1]\n    "), np=np, c=call)()
+    assert not same and np.array_equal(r, [1.0, 0.0])  # a view of it is alive: new array
+
+
+def test_scheduled_cnn_peak_memory_is_lower():
+    import tracemalloc
+
+    peaks = {}
+    for seq in (True, False):
+        device.get_default_device().set_rand_seed(0)
+        m = SmallCNN()
+        m.set_optimizer(opt.SGD(0.1, momentum=0.9))
+        tx = Tensor((32, 1, 16, 16))
+        ty = Tensor((32,), dtype=np.int32, requires_grad=False)
+        m.compile([tx], use_graph=True, sequential=seq)
+        for _ in range(3):
+            m(tx, ty)
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        m(tx, ty)
+        peaks[seq] = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+    assert peaks[False] < 0.75 * peaks[True], peaks
