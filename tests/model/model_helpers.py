@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from singa import autograd, device, model
+from singa import autograd, device, layer, model
 from singa.tensor import Tensor
 
 
@@ -143,5 +143,84 @@ class SmallCNN(model.Model):
     def train_one_batch(self, x, y):
         out = self.forward(x)
         loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class LayerMLP(model.Model):
+    """SINGA's documented Model-API MLP, with singa.layer layers."""
+
+    def __init__(self, perceptron_size=10, num_classes=3):
+        super().__init__()
+        self.relu = layer.ReLU()
+        self.linear1 = layer.Linear(perceptron_size)
+        self.linear2 = layer.Linear(num_classes)
+        self.softmax_cross_entropy = layer.SoftMaxCrossEntropy()
+
+    def forward(self, inputs):
+        y = self.linear1(inputs)
+        y = self.relu(y)
+        return self.linear2(y)
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = self.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+    def set_optimizer(self, optimizer):
+        self.optimizer = optimizer
+
+
+class ResBlock(layer.Layer):
+    """A BasicBlock: conv-bn-relu-conv-bn plus the (projected) input, relu."""
+
+    def __init__(self, channels, stride=1):
+        super().__init__()
+        self.conv1 = layer.Conv2d(channels, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = layer.BatchNorm2d()
+        self.conv2 = layer.Conv2d(channels, 3, padding=1, bias=False)
+        self.bn2 = layer.BatchNorm2d()
+        self.relu = layer.ReLU()
+        self.add = layer.Add()
+        self.stride = stride
+        self.proj = None
+
+    def initialize(self, x):
+        if self.stride != 1 or x.shape[1] != self.conv1.nb_kernels:
+            self.proj = layer.Conv2d(self.conv1.nb_kernels, 1, stride=self.stride, bias=False)
+            self.proj_bn = layer.BatchNorm2d()
+
+    def forward(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        skip = self.proj_bn(self.proj(x)) if self.proj is not None else x
+        return self.relu(self.add(y, skip))
+
+
+class LayerCNN(model.Model):
+    """Conv2d, BatchNorm2d, Dropout, MaxPool2d, residual blocks, Linear (lazy sizes)."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.conv = layer.Conv2d(4, 3, padding=1)
+        self.bn = layer.BatchNorm2d()
+        self.relu = layer.ReLU()
+        self.drop = layer.Dropout(0.25)
+        self.pool = layer.MaxPool2d(2, 2)
+        self.blocks = [ResBlock(4), ResBlock(6, stride=2)]
+        self.flatten = layer.Flatten()
+        self.fc = layer.Linear(classes)
+        self.loss = layer.SoftMaxCrossEntropy()
+
+    def forward(self, x):
+        y = self.pool(self.drop(self.relu(self.bn(self.conv(x)))))
+        for b in self.blocks:
+            y = b(y)
+        return self.fc(self.flatten(y))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = self.loss(out, y)
         self.optimizer(loss)
         return out, loss

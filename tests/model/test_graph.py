@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 import pytest
-from model_helpers import CNN, MLP, assert_same, batches, run
+from model_helpers import CNN, MLP, LayerCNN, LayerMLP, assert_same, batches, run
 
 from singa import autograd, device, opt
 from singa.autograd import engine
@@ -198,3 +198,35 @@ def test_scheduled_graph_skips_unused_input_gradients_and_frees_early():
     # in-place kernels (ReLU, dropout's backward, gradient donation to the optimizer)
     assert g_sched.inplace_kernels >= 5 and g_seq.inplace_kernels == 0
     assert re.search(r"= i\d+\(", g_sched.source) and re.search(r"^    d\d+\(", g_sched.source, re.M)
+
+
+# ----- models built from singa.layer --------------------------------------------------------
+@pytest.mark.parametrize("sequential", [True, False])
+def test_layer_mlp_graph_is_bitwise_eager(sequential):
+    data = batches(6, (16, 6), 3, sizes=[16, 16, 16, 16, 16, 7])
+    eager = run(LayerMLP, OPTS["sgd"], data, use_graph=False)
+    graph = run(LayerMLP, OPTS["sgd"], data, use_graph=True, sequential=sequential)
+    assert_same(eager, graph)
+    assert set(graph[2]) == {"linear1.W", "linear1.b", "linear2.W", "linear2.b"}
+
+
+@pytest.mark.parametrize("sequential", [True, False])
+def test_layer_resnet_with_batchnorm_dropout_is_bitwise_eager(sequential):
+    data = batches(5, (6, 3, 8, 8), 3, sizes=[6, 6, 6, 6, 4])
+    make = lambda: opt.SGD(lr=opt.CosineDecay(0.1, 4), momentum=0.9, weight_decay=1e-4)  # noqa: E731
+
+    def hook(i, m):  # evaluate between steps: eval forward must not disturb training
+        if i in (2, 4):
+            m.eval()
+            evals.append(m(Tensor(data=data[i][0])).to_numpy())
+            m.train()
+
+    evals: list = []
+    eager = run(LayerCNN, make, data, use_graph=False, hook=hook)
+    eager_evals, evals = evals, []
+    graph = run(LayerCNN, make, data, use_graph=True, sequential=sequential, hook=hook)
+    assert_same(eager, graph)
+    for a, b in zip(eager_evals, evals):
+        np.testing.assert_array_equal(a, b)
+    states = graph[2]
+    assert "blocks.1.proj.W" in states and "blocks.0.bn1.running_var" in states

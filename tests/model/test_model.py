@@ -160,3 +160,22 @@ def test_delegations(monkeypatch):
     assert m.load_states("a.zip", strict=False) == {"epoch": 3}
     m.export_onnx("m.onnx", [Tensor((1, 6))], opset=17, dynamic_batch=False)
     assert calls == [("save", "a.zip", {"epoch": 3}), ("load", "a.zip", False), ("onnx", "m.onnx", 17, False)]
+
+
+def test_model_api_example_trains_and_graph_matches_eager():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[2] / "examples" / "model_api" / "mlp.py"
+    spec = importlib.util.spec_from_file_location("model_api_mlp", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    graph = example.main(["--epochs", "6", "--quiet"])
+    eager = example.main(["--epochs", "6", "--quiet", "--no-graph"])
+    seq = example.main(["--epochs", "6", "--quiet", "--sequential"])
+    assert graph["losses"][-1] < 0.6 * graph["losses"][0]
+    assert graph["accuracy"] > 0.85
+    for run in (eager, seq):
+        assert run["losses"] == graph["losses"]
+        for k, v in graph["params"].items():
+            np.testing.assert_array_equal(v, run["params"][k])
