@@ -42,22 +42,18 @@ from typing import Any
 
 import numpy as np
 
-from singa import device as _device
 from singa.model import checkpoint_lazy as _lazy
+from singa.model import checkpoint_save as _saving
 from singa.model.checkpoint_format import (
     AUX_STATE,
     FORMAT_VERSION,
     MODEL_STATE,
-    OPTIMIZER_PREFIX,
     OPTIMIZER_STATE,
-    ArrayEntry,
     Contents,
     read_checkpoint,
-    write_checkpoint,
 )
 from singa.model.checkpoint_lazy import CheckpointWarning
-from singa.model.checkpoint_unzip import safe_name
-from singa.model.checkpoint_zip import CheckpointError, check_dtype
+from singa.model.checkpoint_zip import CheckpointError
 from singa.tensor import Tensor
 
 __all__ = [
@@ -77,8 +73,6 @@ __all__ = [
     "read",
     "read_arrays",
 ]
-
-_MAX_JSON_DEPTH = 100
 
 
 @dataclass
@@ -176,7 +170,7 @@ def save_model(model: Any, fpath: Any, aux_states: Mapping | None = None, *, com
     with string keys). ``compress=True`` deflates the arrays (slower, smaller).
     Returns the path written."""
     opt = getattr(model, "optimizer", None)
-    return _save(fpath, model, opt, None, aux_states, True, compress)
+    return _saving.save(fpath, model, opt, None, aux_states, True, compress)
 
 
 def load_model(model: Any, fpath: Any, strict: bool = True) -> AuxStates:
@@ -195,7 +189,7 @@ def load_model(model: Any, fpath: Any, strict: bool = True) -> AuxStates:
 
 def save_layer(layer: Any, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False) -> str:
     """Save a layer's parameters and buffers (no optimizer, no random state)."""
-    return _save(fpath, layer, None, None, aux_states, False, compress)
+    return _saving.save(fpath, layer, None, None, aux_states, False, compress)
 
 
 def load_layer(layer: Any, fpath: Any, strict: bool = True) -> AuxStates:
@@ -214,7 +208,7 @@ def save_optimizer(
 ) -> str:
     """Save an optimizer's states on their own; ``params`` names the parameters it
     updates (e.g. ``model.get_params()``)."""
-    return _save(fpath, None, optimizer, params, aux_states, False, compress)
+    return _saving.save(fpath, None, optimizer, params, aux_states, False, compress)
 
 
 def load_optimizer(
@@ -242,151 +236,6 @@ def read_arrays(fpath: Any) -> dict[str, np.ndarray]:
     """Every stored array by key (model states by name, aux arrays by their key,
     optimizer slots as ``optimizer/<param>/<slot>``), verified against its SHA-256."""
     return dict(read_checkpoint(fpath, load=True).values)
-
-
-# ----- saving -------------------------------------------------------------------------------------------
-def _host(x: Any, what: str) -> np.ndarray:
-    """A host numpy view (or, from a GPU, copy) of a Tensor's or array's data."""
-    if isinstance(x, Tensor):
-        x = x.data
-    if not isinstance(x, np.ndarray):
-        if hasattr(x, "get") and hasattr(x, "shape") and hasattr(x, "dtype"):
-            x = x.get()
-        else:
-            raise TypeError(f"{what}: expected a Tensor or an array, got {type(x).__name__}")
-    if not (x.flags.c_contiguous or x.flags.f_contiguous):
-        x = np.ascontiguousarray(x)
-    try:
-        check_dtype(x.dtype, what)
-    except CheckpointError as e:
-        raise TypeError(str(e)) from None
-    return x
-
-
-def _is_array(v: Any) -> bool:
-    return isinstance(v, np.ndarray) or (
-        type(v).__module__.startswith("cupy") and hasattr(v, "get") and hasattr(v, "dtype")
-    )
-
-
-def _check_json(v: Any, where: str, depth: int = 0) -> None:
-    """Raise TypeError unless ``v`` is made of JSON values that load back unchanged."""
-    if depth > _MAX_JSON_DEPTH:
-        raise TypeError(f"{where}: nested more than {_MAX_JSON_DEPTH} levels")
-    if v is None or type(v) in (bool, int, str):
-        return
-    if type(v) is float:
-        return
-    if type(v) is list:
-        for i, x in enumerate(v):
-            _check_json(x, f"{where}[{i}]", depth + 1)
-        return
-    if type(v) is dict:
-        for k, x in v.items():
-            if type(k) is not str:
-                raise TypeError(f"{where}: dict key {k!r} is not a string (JSON would turn it into one)")
-            _check_json(x, f"{where}[{k!r}]", depth + 1)
-        return
-    hint = " (it would come back as a list; pass a list)" if isinstance(v, tuple) else ""
-    if isinstance(v, Tensor) or _is_array(v):
-        hint = " (Tensors and arrays are allowed only as top-level values of aux_states)"
-    raise TypeError(f"{where}: {type(v).__name__} is not a JSON value{hint}")
-
-
-def _to_json(v: Any) -> Any:
-    """Optimizer states as plain JSON (numpy scalars to Python numbers, tuples to lists)."""
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, list | tuple):
-        return [_to_json(x) for x in v]
-    if isinstance(v, Mapping):
-        return {str(k): _to_json(x) for k, x in v.items()}
-    return v
-
-
-def _check_key(key: Any, what: str) -> None:
-    if not isinstance(key, str):
-        raise TypeError(f"{what} names must be strings, got {key!r}")
-    if not safe_name(key):
-        raise ValueError(
-            f"{what} name {key!r} cannot be stored: empty, absolute, or with '..', '.', '\\\\' or empty parts"
-        )
-
-
-def _device_of(layer: Any, params: Mapping | None = None) -> Any:
-    """The device of a layer's (or of the given) parameters; the default device if none."""
-    tensors = list(params.values()) if params is not None else []
-    if layer is not None:
-        tensors = list(layer.get_params().values()) or list(layer.get_states().values())
-    return tensors[0].device if tensors else _device.get_default_device()
-
-
-def _save(
-    fpath: Any,
-    layer: Any,
-    optimizer: Any,
-    params: Mapping | None,
-    aux_states: Mapping | None,
-    with_rng: bool,
-    compress: bool,
-) -> str:
-    entries: list[ArrayEntry] = []
-    pending = _lazy.pending_of(layer) if layer is not None else None
-    if layer is not None:
-        states = layer.get_states()
-        for name, t in states.items():
-            _check_key(name, "state")
-            entries.append(ArrayEntry(name, MODEL_STATE, _host(t, f"state {name!r}")))
-        if pending is not None:  # loaded but not created yet: keep them
-            for name, arr in pending.entries.items():
-                if name not in states:
-                    entries.append(ArrayEntry(name, MODEL_STATE, arr))
-    opt_json = None
-    if optimizer is not None:
-        names = params if params is not None else layer.get_params()
-        if pending is not None and pending.optimizer_states is not None:
-            st = dict(pending.optimizer_states)
-        else:
-            st = dict(optimizer.get_states(names))
-        slots = st.pop("slots", None) or {}
-        for slot, arr in slots.items():
-            _check_key(slot, "optimizer slot")
-            entries.append(
-                ArrayEntry(
-                    OPTIMIZER_PREFIX + slot, OPTIMIZER_STATE, _host(arr, f"slot {slot!r}"), {"slot": slot}
-                )
-            )
-        opt_json = {"class": type(optimizer).__name__, "states": _to_json(st)}
-        _check_json(opt_json, "optimizer states")
-    aux_json: dict = {}
-    for key, v in (aux_states or {}).items():
-        if not isinstance(key, str):
-            raise TypeError(f"aux_states keys must be strings, got {key!r}")
-        what = f"aux_states[{key!r}]"
-        if isinstance(v, Tensor) or _is_array(v):
-            _check_key(key, "aux state")
-            kind = "tensor" if isinstance(v, Tensor) else "ndarray"
-            entries.append(ArrayEntry(key, AUX_STATE, _host(v, what), {"aux_type": kind}))
-        elif isinstance(v, np.generic) and np.dtype(v.dtype).kind in "biufc":
-            _check_key(key, "aux state")
-            entries.append(ArrayEntry(key, AUX_STATE, np.asarray(v), {"aux_type": "scalar"}))
-        else:
-            _check_json(v, what)
-            aux_json[key] = v
-    seen: dict[str, int] = {}
-    for e in entries:
-        if e.key in seen:
-            raise ValueError(
-                f"two entries would be stored under {e.key!r} (an aux state named like a model state?)"
-            )
-        seen[e.key] = e.state_type
-    rng = dev_name = None
-    dev = _device_of(layer, params)
-    dev_name = "cpu" if not dev.is_gpu else f"cuda:{dev.id}"
-    if with_rng:
-        rng = _to_json(dev.get_rng_state())
-        _check_json(rng, "random state")
-    return write_checkpoint(fpath, entries, aux_json, opt_json, rng, dev_name, compress)
 
 
 # ----- loading ------------------------------------------------------------------------------------------
@@ -502,7 +351,7 @@ def _load(
     if layer is not None:
         given = {k: c.values[k] for k, m in c.arrays.items() if m.state_type == MODEL_STATE}
         _plan_layer(layer, given, report, plan)
-    dev = _device_of(layer, params)
+    dev = _saving.device_of(layer, params)
 
     # optimizer
     opt = getattr(layer, "optimizer", None) if optimizer == "model" else optimizer
@@ -606,9 +455,12 @@ def _defer(
         o = getattr(layer, "optimizer", None) if opt is not None else None
         if o is None or opt_states is None:
             return
-        names = layer.get_params()
+        names, st = layer.get_params(), opt_states
+        if not strict:
+            st, names, dropped = _filter_optimizer(opt_states, names, plan.bad | pl.bad)
+            report.skipped += dropped
         try:
-            o.set_states(opt_states, names)
+            o.set_states(st, names)
         except ValueError as e:
             if strict:
                 raise CheckpointError(f"{label}: the optimizer states do not fit: {e}") from None

@@ -78,6 +78,7 @@ class PendingLoad:
         self.report = report
         self.hooked: dict[int, Any] = {}
         self.optimizer_states: dict | None = None  # applied by ``finish`` once nothing is held
+        self.bad: set[str] = set()  # names found mismatched when their layer was created
 
     # ----- hooks -------------------------------------------------------------------------
     def install(self, layer: Any, prefix: str) -> None:
@@ -160,6 +161,7 @@ class PendingLoad:
             t.copy_from(self.entries.pop(name))
         for name, m in mismatched:
             self.entries.pop(name, None)
+            self.bad.add(name)
             self.report.mismatched.append(m)
         for name, u in unexpected:
             self.entries.pop(name, None)

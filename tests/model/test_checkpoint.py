@@ -365,3 +365,22 @@ def test_large_member_count_and_long_names(tmp_path):
         t.data[...] = 0
     ck.load_layer(b, tmp_path / "w.zip")
     assert_states_equal(states_of(a), states_of(b))
+
+
+def test_a_file_saved_on_a_gpu_loads_on_the_cpu(tmp_path):
+    """A GPU device stores its generator as a seed (cupy exposes no state); the CPU reseeds."""
+    from test_checkpoint_validation import members, rebuild
+
+    net = Net()
+    ck.save_model(net, tmp_path / "c.zip")
+    parts = members(tmp_path / "c.zip")
+    extra = json.loads(parts["extra_states.json"])
+    extra["rng"], extra["device"] = {"device": "gpu", "seed": 5}, "cuda:0"
+    parts["extra_states.json"] = json.dumps(extra).encode()
+    rebuild(tmp_path / "g.zip", parts)
+    dst = Net(seed=3)
+    ck.load_model(dst, tmp_path / "g.zip")
+    assert_states_equal(states_of(net), states_of(dst))
+    np.testing.assert_array_equal(
+        device.get_default_device().rng.random(3), np.random.default_rng(5).random(3)
+    )
