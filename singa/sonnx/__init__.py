@@ -16,6 +16,16 @@ Example::
     y, = rep.run([x])
 """
 
+from singa.sonnx.backend import (
+    SingaBackend,
+    SingaRep,
+    UnsupportedOperator,
+    prepare,
+    run_model,
+    run_node,
+    supported_ops,
+    supports_device,
+)
 from singa.sonnx.export import (
     DEFAULT_OPSET,
     ExportContext,
@@ -25,3 +35,23 @@ from singa.sonnx.export import (
     save,
     to_onnx,
 )
+from singa.sonnx.model import SONNXModel
+
+__all__ = [
+    "DEFAULT_OPSET",
+    "ExportContext",
+    "ExportError",
+    "SONNXModel",
+    "SingaBackend",
+    "SingaRep",
+    "UnsupportedOperator",
+    "export_model",
+    "max_opset",
+    "prepare",
+    "run_model",
+    "run_node",
+    "save",
+    "supported_ops",
+    "supports_device",
+    "to_onnx",
+]

@@ -189,9 +189,19 @@ class OnnxGraph:
             ]
         return self._contexts[training]
 
-    def run(self, feeds: Mapping[str, Tensor], params: Mapping[str, Tensor], training: bool = False) -> list:
+    def run(
+        self,
+        feeds: Mapping[str, Tensor],
+        params: Mapping[str, Tensor],
+        training: bool = False,
+        extra: Sequence[str] = (),
+    ) -> list:
         """Evaluate the graph; ``params`` maps initializer names to tensors (each
-        initializer missing from it becomes a constant)."""
+        initializer missing from it becomes a constant). Returns the graph outputs,
+        then the values named in ``extra``."""
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise ValueError(f"ONNX run: no value given for graph input(s) {missing}")
         env: dict[str, Any] = {"": None}
         for name, arr in self.initializers.items():
             env[name] = params[name] if name in params else self._const(arr)
@@ -208,7 +218,10 @@ class OnnxGraph:
             for n, y in zip(ctx.node.output, ys):
                 if n:
                     env[n] = y
-        return [env[n] for n in self.output_names]
+        unknown = [n for n in extra if n not in env]
+        if unknown:
+            raise ValueError(f"ONNX run: no value named {unknown} in the graph")
+        return [env[n] for n in list(self.output_names) + list(extra)]
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp

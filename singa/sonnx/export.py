@@ -1,8 +1,9 @@
-"""Export to ONNX by tracing: run ``forward`` once with a recorder on the device and
-turn every recorded operation into ONNX nodes.
+"""Export to ONNX by tracing: run ``forward`` with a recorder on the device and turn
+every recorded operation into ONNX nodes.
 
-How it works: :class:`_Tracer` is installed as ``dev.recorder`` while the model's
-``forward`` runs in eval mode under ``no_grad``. Every forward operator call arrives as
+How it works: a :class:`~singa.sonnx.trace.Tracer` is installed as ``dev.recorder``
+while the model's ``forward`` runs in eval mode under ``no_grad`` (twice for a dynamic
+batch, see :mod:`singa.sonnx.trace`). Every forward operator call arrives as
 ``record(fn, in_arrays, out_arrays, op=..., tensors=...)``. Arrays are identified by
 ``id()`` (all of them are kept alive until the export ends) and named:
 
@@ -28,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from singa import autograd
+from singa.sonnx import trace
 from singa.tensor import Tensor
 
 DEFAULT_OPSET = 17
@@ -67,121 +68,36 @@ def onnx_dtype(dtype: Any) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Recording
-
-
-class _Record:
-    __slots__ = ("op", "ins", "outs", "layer")
-
-    def __init__(self, op: Any, ins: list, outs: tuple, layer: str):
-        self.op = op
-        self.ins = ins
-        self.outs = outs
-        self.layer = layer
-
-
-class _Tracer:
-    """The recorder installed on the device while ``forward`` runs."""
-
-    def __init__(self) -> None:
-        self.records: list[_Record] = []
-        self.layer_stack: list[str] = []
-        self.keep: list[Any] = []  # keeps every seen array alive, so ids stay unique
-
-    def record(self, fn, in_arrays, out_arrays, op=None, tensors=None, is_backward=False):
-        """The recorder protocol of ``singa.autograd.engine``; only forward operator
-        calls matter for export."""
-        if op is None or is_backward:
-            return
-        ins = list(in_arrays)
-        outs = tuple(out_arrays)
-        self.keep.append((ins, outs, tensors))
-        layer = self.layer_stack[-1] if self.layer_stack else ""
-        self.records.append(_Record(op, ins, outs, layer))
-
-
-def _wrap_forward(tracer: _Tracer, name: str, layer: Any) -> Callable:
-    original = layer.forward
-
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        tracer.layer_stack.append(name)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            tracer.layer_stack.pop()
-
-    return forward
-
-
-def _layer_label(name: str, layer: Any) -> str:
-    return f"{name} ({type(layer).__name__})" if name else type(layer).__name__
-
-
-def _trace(fn: Callable, inputs: Sequence[Tensor], model: Any = None) -> tuple[_Tracer, list]:
-    """Run ``fn(*inputs)`` under a tracer; returns the tracer and the output tensors."""
-    devs = {id(t.device): t.device for t in inputs}
-    tracer = _Tracer()
-    patched = []
-    modes = []
-    if model is not None:
-        layers = [("", model)] + list(model.sublayers().items())
-        for name, layer in layers:
-            modes.append((layer, layer.training))
-            layer.training = False
-            label = _layer_label(name, layer)
-            layer.forward = _wrap_forward(tracer, label, layer)
-            patched.append(layer)
-    saved = {k: d.recorder for k, d in devs.items()}
-    for d in devs.values():
-        if d.recorder is not None:
-            raise ExportError(f"ONNX export: device {d} is already being traced (graph mode is recording)")
-        d.recorder = tracer
-    try:
-        with autograd.no_grad():
-            out = fn(*inputs)
-    finally:
-        for k, d in devs.items():
-            d.recorder = saved[k]
-        for layer in patched:
-            del layer.forward
-        for layer, mode in modes:
-            layer.training = mode
-    if isinstance(out, Tensor):
-        out = [out]
-    elif isinstance(out, list | tuple):
-        out = list(out)
-    else:
-        raise ExportError(f"ONNX export: forward returned {type(out).__name__}, expected Tensor(s)")
-    for o in out:
-        if not isinstance(o, Tensor):
-            raise ExportError(f"ONNX export: forward returned {type(o).__name__}, expected Tensor(s)")
-    return tracer, out
-
-
-# ----------------------------------------------------------------------------------------------
 # Building the graph
 
 
 class ExportContext:
-    """What a converter sees: the opset, value names and ways to add nodes.
+    """What a converter sees: the opset, value names and shapes, and ways to add nodes.
 
     Attributes:
         opset: the default-domain opset being written.
-        dynamic_batch: the batch axis (axis 0 of the inputs) is symbolic.
-        batch: the traced batch size (None without dynamic batch).
+        dynamic_batch: axis 0 of the inputs is symbolic (the graph was traced twice).
+        batch, batch2: the batch sizes of the two traces (batch2 None without a
+            dynamic batch).
         layer: the label of the layer the current operator came from.
+        op2, ins2, outs2: the current operator and its arrays in the second trace
+            (None without a dynamic batch).
     """
 
-    def __init__(self, opset: int, dynamic_batch: bool, batch: int | None):
+    def __init__(self, opset: int, dynamic_batch: bool, batch: int | None, batch2: int | None):
         self.opset = opset
         self.dynamic_batch = dynamic_batch
         self.batch = batch
+        self.batch2 = batch2
         self.nodes: list[onnx.NodeProto] = []
         self.layer = ""
+        self.op2: Any = None
+        self.ins2: list | None = None
+        self.outs2: tuple | None = None
         self._names: set[str] = set()
         self._counter: dict[str, int] = {}
-        self._batch_major: set[str] = set()
         self._shapes: dict[str, tuple] = {}
+        self._shapes2: dict[str, tuple] = {}
 
     # names --------------------------------------------------------------------------------
     def reserve(self, name: str) -> str:
@@ -201,18 +117,44 @@ class ExportContext:
         self._counter[hint] = k + 1
         return self.reserve(f"{hint}_{k}")
 
-    # batch-axis bookkeeping ---------------------------------------------------------------------
-    def is_batch_major(self, name: str) -> bool:
-        """True when axis 0 of value ``name`` is the (dynamic) batch axis."""
-        return self.dynamic_batch and name in self._batch_major
-
-    def mark_batch_major(self, name: str) -> None:
-        """Declare axis 0 of value ``name`` to be the batch axis."""
-        self._batch_major.add(name)
+    # shapes -------------------------------------------------------------------------------------
+    def set_shapes(self, name: str, shape: tuple, shape2: tuple | None) -> None:
+        """Record the shapes of value ``name`` in the two traces."""
+        self._shapes[name] = tuple(shape)
+        if shape2 is not None:
+            self._shapes2[name] = tuple(shape2)
 
     def shape(self, name: str) -> tuple:
         """The traced shape of value ``name``."""
         return self._shapes[name]
+
+    def varying(self, name: str) -> tuple:
+        """Per axis of value ``name``: whether its size depends on the batch size."""
+        s1 = self._shapes.get(name, ())
+        s2 = self._shapes2.get(name)
+        if not self.dynamic_batch or s2 is None or len(s2) != len(s1):
+            return (False,) * len(s1)
+        return tuple(a != b for a, b in zip(s1, s2))
+
+    def is_batch_major(self, name: str) -> bool:
+        """True when axis 0 of value ``name`` depends on the batch size."""
+        v = self.varying(name)
+        return bool(v) and v[0]
+
+    def dims(self, name: str) -> list:
+        """ONNX dims of value ``name``: ints, "batch" where the size is the batch
+        size in both traces, ``<name>_dim<i>`` for other batch-dependent sizes."""
+        s1 = self._shapes[name]
+        s2 = self._shapes2.get(name, s1)
+        out: list = []
+        for i, (a, b) in enumerate(zip(s1, s2)):
+            if a == b or not self.dynamic_batch:
+                out.append(int(a))
+            elif (a, b) == (self.batch, self.batch2):
+                out.append(BATCH_DIM)
+            else:
+                out.append(f"{name}_dim{i}")
+        return out
 
     # nodes ----------------------------------------------------------------------------------
     def node(
@@ -264,94 +206,112 @@ class ExportContext:
         return ExportError(f"ONNX export: operator {type(op).__name__}{where}: {why}")
 
 
+def batch_aware(fn: Callable) -> Callable:
+    """Mark a converter that handles operator attributes depending on the batch size
+    itself (it compares ``op`` with ``ctx.op2``); for the others such attributes are an
+    ExportError."""
+    fn.batch_aware = True
+    return fn
+
+
 def _converter_table() -> dict:
     from singa.sonnx import converters
 
     return converters.CONVERTERS
 
 
+def _input_names(names: Sequence[str] | None, n: int, base: str) -> list[str]:
+    if names is None:
+        return [base] if n == 1 else [f"{base}_{i}" for i in range(n)]
+    names = list(names)
+    if len(names) != n:
+        raise ValueError(f"ONNX export: {len(names)} {base} names for {n} {base}s")
+    return names
+
+
 def _convert(
-    tracer: _Tracer,
+    tr1: trace.Tracer,
+    tr2: trace.Tracer | None,
     inputs: Sequence[Tensor],
+    inputs2: Sequence[Tensor] | None,
     outputs: Sequence[Tensor],
+    outputs2: Sequence[Tensor] | None,
     params: dict[int, str],
     opset: int,
-    dynamic_batch: bool,
     input_names: Sequence[str] | None,
     output_names: Sequence[str] | None,
     model_name: str,
 ) -> onnx.ModelProto:
-    batch = inputs[0].shape[0] if dynamic_batch and inputs and inputs[0].ndim() > 0 else None
-    ctx = ExportContext(opset, dynamic_batch and batch is not None, batch)
+    dynamic = tr2 is not None
+    batch = inputs[0].shape[0] if dynamic else None
+    ctx = ExportContext(opset, dynamic, batch, batch + 1 if dynamic else None)
     table = _converter_table()
     names: dict[int, str] = {}
     graph_inputs = []
-    if input_names is None:
-        input_names = ["input"] if len(inputs) == 1 else [f"input_{i}" for i in range(len(inputs))]
-    if len(input_names) != len(inputs):
-        raise ValueError(f"ONNX export: {len(input_names)} input names for {len(inputs)} inputs")
-    for t, n in zip(inputs, input_names):
+    for i, (t, n) in enumerate(zip(inputs, _input_names(input_names, len(inputs), "input"))):
         n = ctx.reserve(n)
         if id(t.data) in names:
             raise ExportError("ONNX export: the same tensor is given twice as an input")
         names[id(t.data)] = n
-        ctx._shapes[n] = t.shape
-        dims: list = list(t.shape)
-        if ctx.dynamic_batch and t.ndim() > 0 and t.shape[0] == batch:
-            dims[0] = BATCH_DIM
-            ctx.mark_batch_major(n)
-        graph_inputs.append(helper.make_tensor_value_info(n, onnx_dtype(t.dtype), dims))
+        ctx.set_shapes(n, t.shape, inputs2[i].shape if dynamic else None)
+        graph_inputs.append(helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)))
     initializers: list[onnx.TensorProto] = []
-    arrays_by_id = {}
-    for rec in tracer.records:
-        for a in rec.ins:
-            arrays_by_id.setdefault(id(a), a)
+    arrays_by_id = {id(a): a for rec in tr1.records for a in rec.ins}
     for key, pname in params.items():
         if key in names or key not in arrays_by_id:
             continue
         n = ctx.reserve(pname)
         names[key] = n
         arr = _host(arrays_by_id[key])
-        ctx._shapes[n] = arr.shape
+        ctx.set_shapes(n, arr.shape, arr.shape)
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), n))
 
-    for rec in tracer.records:
+    recs2 = tr2.records if dynamic else [None] * len(tr1.records)
+    for rec, rec2 in zip(tr1.records, recs2):
         ctx.layer = rec.layer
-        conv = table.get(type(rec.op))
+        op = rec.op
+        conv = table.get(type(op))
         if conv is None:
-            raise ctx.error(rec.op, "no ONNX converter is registered for this operator")
+            raise ctx.error(op, "no ONNX converter is registered for this operator")
+        ctx.op2 = rec2.op if rec2 is not None else None
+        ctx.ins2 = rec2.ins if rec2 is not None else None
+        ctx.outs2 = rec2.outs if rec2 is not None else None
+        if rec2 is not None and not getattr(conv, "batch_aware", False):
+            a1, a2 = trace.op_attrs(op), trace.op_attrs(rec2.op)
+            diff = sorted(k for k in a1 if not trace.same(a1[k], a2.get(k)))
+            if diff:
+                raise ctx.error(
+                    op, f"its attribute(s) {diff} depend on the batch size; export with dynamic_batch=False"
+                )
         in_names = []
-        for a in rec.ins:
+        for j, a in enumerate(rec.ins):
             if id(a) not in names:
+                b = rec2.ins[j] if rec2 is not None else a
+                if rec2 is not None and not trace.same(a, b):
+                    raise ctx.error(
+                        op,
+                        f"input {j} is a constant that depends on the batch size (shape {tuple(a.shape)} "
+                        f"vs {tuple(b.shape)}); compute it from the inputs, or export with "
+                        "dynamic_batch=False",
+                    )
                 n = ctx.const(a, hint="const")
                 names[id(a)] = n
-                ctx._shapes[n] = a.shape
+                ctx.set_shapes(n, a.shape, a.shape)
             in_names.append(names[id(a)])
-        out_names = [ctx.fresh(type(rec.op).__name__.lower()) for _ in rec.outs]
-        for n, a in zip(out_names, rec.outs):
-            ctx._shapes[n] = a.shape
-            if (
-                ctx.dynamic_batch
-                and a.ndim > 0
-                and a.shape[0] == batch
-                and any(ctx.is_batch_major(i) for i in in_names)
-            ):
-                ctx.mark_batch_major(n)
-        conv(ctx, rec.op, in_names, out_names, rec.ins, rec.outs)
+        out_names = [ctx.fresh(type(op).__name__.lower()) for _ in rec.outs]
+        for k, (n, a) in enumerate(zip(out_names, rec.outs)):
+            ctx.set_shapes(n, a.shape, rec2.outs[k].shape if rec2 is not None else None)
+        conv(ctx, op, in_names, out_names, rec.ins, rec.outs)
         for n, a in zip(out_names, rec.outs):
             names[id(a)] = n
 
-    if output_names is None:
-        output_names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in range(len(outputs))]
-    if len(output_names) != len(outputs):
-        raise ValueError(f"ONNX export: {len(output_names)} output names for {len(outputs)} outputs")
     graph_outputs = []
     init_names = {i.name for i in initializers}
     input_set = {v.name for v in graph_inputs}
     produced = {o for nd in ctx.nodes for o in nd.output}
     renames: dict[str, str] = {}
     ctx.layer = ""
-    for t, want in zip(outputs, output_names):
+    for k, (t, want) in enumerate(zip(outputs, _input_names(output_names, len(outputs), "output"))):
         inner = names.get(id(t.data))
         if inner is None:
             raise ExportError(
@@ -364,11 +324,9 @@ def _convert(
             renames[inner] = want
             ctx._names.add(want)
         else:  # an input, an initializer or a repeated output: copy it
-            src = renames.get(inner, inner)
             ctx._names.add(want)
-            ctx.node("Identity", [src], [want])
-        if ctx.is_batch_major(inner):
-            ctx.mark_batch_major(want)
+            ctx.node("Identity", [renames.get(inner, inner)], [want])
+        ctx.set_shapes(want, t.shape, outputs2[k].shape if dynamic else None)
         graph_outputs.append((want, t))
     if renames:
         for nd in ctx.nodes:
@@ -380,7 +338,7 @@ def _convert(
                     nd.output[i] = renames[n]
     _drop_identities(ctx.nodes, {n for n, _ in graph_outputs})
 
-    out_infos = [helper.make_tensor_value_info(n, onnx_dtype(t.dtype), None) for n, t in graph_outputs]
+    out_infos = [helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)) for n, t in graph_outputs]
     graph = helper.make_graph(ctx.nodes, model_name, graph_inputs, out_infos, initializer=initializers)
     model = helper.make_model(
         graph,
@@ -389,7 +347,7 @@ def _convert(
         producer_version=_version(),
     )
     model.ir_version = min(model.ir_version, _ir_version_for(opset))
-    _set_output_shapes(model, graph_outputs, ctx)
+    _check_output_shapes(model, ctx)
     return model
 
 
@@ -421,32 +379,23 @@ def _drop_identities(nodes: list, keep: set[str]) -> None:
     nodes[:] = kept
 
 
-def _set_output_shapes(model: onnx.ModelProto, outputs: list, ctx: ExportContext) -> None:
-    """Fill in the outputs' shapes from ONNX shape inference; with a dynamic batch, an
-    output that should carry the batch axis but got a fixed size means the trace baked
-    the batch size in somewhere (checked here, reported as an ExportError)."""
+def _check_output_shapes(model: onnx.ModelProto, ctx: ExportContext) -> None:
+    """Safety net: ONNX shape inference must not find a fixed size where the two traces
+    saw a batch-dependent one (that would mean a converter baked the batch size in)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-        shapes = {}
-        for o in inferred.graph.output:
-            tt = o.type.tensor_type
-            if tt.HasField("shape"):
-                shapes[o.name] = [d.dim_param if d.dim_param else d.dim_value for d in tt.shape.dim]
-    except Exception as e:  # pragma: no cover - reported by the checker below
+    except Exception as e:
         raise ExportError(f"ONNX export: shape inference failed on the exported graph: {e}") from e
-    for vi, (name, t) in zip(model.graph.output, outputs):
-        dims = shapes.get(name)
-        traced: list = list(t.shape)
-        if ctx.is_batch_major(name):
-            traced[0] = BATCH_DIM
-        if dims is None or len(dims) != len(traced):
-            dims = traced
-        if ctx.is_batch_major(name) and dims[0] != BATCH_DIM:
-            raise ExportError(
-                f"ONNX export: output {name!r} has a fixed batch size {dims[0]} in the exported graph "
-                "(an operator baked the traced batch size in); export with dynamic_batch=False"
-            )
-        vi.CopyFrom(helper.make_tensor_value_info(name, onnx_dtype(t.dtype), dims))
+    for o in inferred.graph.output:
+        tt = o.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        for i, (d, v) in enumerate(zip(tt.shape.dim, ctx.varying(o.name))):
+            if v and d.HasField("dim_value"):
+                raise ExportError(
+                    f"ONNX export: axis {i} of output {o.name!r} depends on the batch size, but the exported "
+                    f"graph fixes it to {d.dim_value}; export with dynamic_batch=False"
+                )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -467,13 +416,19 @@ def _model_params(model: Any) -> dict[int, str]:
     return {id(t.data): n for n, t in model.get_states().items()}
 
 
-def _leaf_params(tracer: _Tracer) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for _, _, tensors in tracer.keep:
-        for t in tensors or ():
-            if isinstance(t, Tensor) and t.stores_grad and t.creator is None and id(t.data) not in out:
-                out[id(t.data)] = t.name or f"param_{len(out)}"
-    return out
+def _traces(fn: Callable, inputs: list[Tensor], model: Any, dynamic_batch: bool) -> tuple:
+    """The trace at the given batch size and, for a dynamic batch, the one at batch + 1
+    (inputs whose axis 0 has the batch size get one more row)."""
+    tr1, outs1 = trace.trace(fn, inputs, model)
+    if not dynamic_batch or inputs[0].ndim() == 0:
+        return tr1, outs1, None, None, None
+    b = inputs[0].shape[0]
+    inputs2 = [trace.grow_batch(t, b) if t.ndim() > 0 and t.shape[0] == b else t for t in inputs]
+    tr2, outs2 = trace.trace(fn, inputs2, model)
+    trace.align(tr1, tr2, b, b + 1)
+    if len(outs1) != len(outs2):
+        raise ExportError("ONNX export: forward returns a different number of outputs at another batch size")
+    return tr1, outs1, tr2, outs2, inputs2
 
 
 def to_onnx(
@@ -489,22 +444,27 @@ def to_onnx(
     """Trace the computation from ``inputs`` to the outputs and return an ONNX model.
 
     Args:
-        inputs: the input Tensor(s) (their values are used for the trace).
+        inputs: the input Tensor(s); their values are used for the trace.
         outputs: what computes the outputs from the inputs: a Layer/Model (traced in
-            eval mode, its states become initializers named by their dotted names) or a
+            eval mode; its states become initializers named by their dotted names) or a
             function of the input tensors (leaf tensors that store gradients become
-            initializers, named by ``Tensor.name`` or ``param_<k>``). Tensors computed
-            earlier cannot be traced after the fact: pass the function that made them.
+            initializers, named ``Tensor.name`` or ``param_<k>``). Tensors computed
+            earlier carry no trace: pass the model or function that made them.
         model_name: the ONNX graph's name.
-        opset: the default-domain opset (default 17).
-        dynamic_batch: make axis 0 of the inputs (and of the values carrying it) symbolic.
+        opset: the default-domain opset (default 17; from 11 to ``max_opset()``).
+        dynamic_batch: axis 0 of the inputs (those whose axis 0 has the first input's
+            size) is the symbolic dim ``batch``. The computation is traced at the given
+            batch size and at one more, to find every size that depends on it.
         input_names / output_names: value names (default ``input``/``output`` or
             ``input_<i>``/``output_<i>``).
         check: run ``onnx.checker.check_model(..., full_check=True)``.
 
+    Raises:
+        ExportError: an operator without converter (naming it and its layer), or a
+            batch-dependent size the exported graph could not express.
+
     Example::
 
-        model.eval()
         onnx_model = sonnx.to_onnx([x], model)
         onnx.save(onnx_model, "model.onnx")
     """
@@ -516,18 +476,23 @@ def to_onnx(
     opset = _check_opset(opset)
     if isinstance(outputs, Layer):
         model = outputs
-        tracer, outs = _trace(lambda *xs: _run_layer(model, xs), inputs, model)
-        params = _model_params(model)
+        if not getattr(model, "_initialized", True):  # create the parameters outside the traces
+            trace.trace(lambda *xs: _run_layer(model, xs), inputs, model)
+        fn: Callable = lambda *xs: _run_layer(model, xs)  # noqa: E731
     elif callable(outputs):
-        tracer, outs = _trace(outputs, inputs)
-        params = _leaf_params(tracer)
+        model, fn = None, outputs
     else:
         raise TypeError(
             "ONNX export: `outputs` must be the Layer/Model or the function that computes the outputs "
             "from the inputs (already computed tensors carry no trace)"
         )
+    try:
+        tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)
+    except trace.TraceError as e:
+        raise ExportError(str(e)) from None
+    params = _model_params(model) if model is not None else tr1.leaf_params()
     result = _convert(
-        tracer, inputs, outs, params, opset, dynamic_batch, input_names, output_names, model_name
+        tr1, tr2, inputs, inputs2, outs1, outs2, params, opset, input_names, output_names, model_name
     )
     if check:
         onnx.checker.check_model(result, full_check=True)

@@ -22,20 +22,91 @@ def convert_softmax_cross_entropy(
     x, t = ins
     r = xs[0].ndim
     if xs[1].ndim == r - 1:  # class indices
-        if r > 2:
-            x = ctx.node("Transpose", [x], 1, perm=[0, r - 1] + list(range(1, r - 1)))[0]
         labels = cast_to(ctx, t, xs[1].dtype, np.int64)
-        scalar = ctx.node("SoftmaxCrossEntropyLoss", [x, labels], 1, reduction="mean")[0]
+        scalar = ctx.node(
+            "SoftmaxCrossEntropyLoss", [_classes_to_axis1(ctx, x, r), labels], 1, reduction="mean"
+        )[0]
     else:
         logp = ctx.node("LogSoftmax", [x], 1, axis=r - 1)[0]
         prod = ctx.node("Mul", [cast_to(ctx, t, xs[1].dtype, xs[0].dtype), logp], 1)[0]
-        extra, attrs = ctx.axes_arg("ReduceSum", [r - 1], since=13)
-        per = ctx.node("ReduceSum", [prod] + extra, 1, keepdims=0, **attrs)[0]
-        mean = ctx.node("ReduceMean", [per], 1, keepdims=0)[0]
-        scalar = ctx.node("Neg", [mean], 1)[0]
+        scalar = _mean_of_row_sums(ctx, prod, r)
+    _to_shape1(ctx, scalar, outs)
+
+
+def _classes_to_axis1(ctx: ExportContext, x: str, r: int) -> str:
+    """Move the class axis (last) to axis 1, where ONNX's losses expect it."""
+    if r <= 2:
+        return x
+    return ctx.node("Transpose", [x], 1, perm=[0, r - 1] + list(range(1, r - 1)))[0]
+
+
+def _clamped_log(ctx: ExportContext, x: str, dtype) -> str:
+    """max(log(x), -100), as the losses compute it."""
+    return ctx.node("Max", [ctx.node("Log", [x], 1)[0], ctx.const(np.asarray(-100.0, dtype=dtype))], 1)[0]
+
+
+def _to_shape1(ctx: ExportContext, scalar: str, outs: list) -> None:
     ctx.node("Reshape", [scalar, ctx.ints([1], "shape")], outs)
+
+
+def _mean_of_row_sums(ctx: ExportContext, prod: str, r: int) -> str:
+    """-mean over the rows of the sums along the last axis."""
+    extra, attrs = ctx.axes_arg("ReduceSum", [r - 1], since=13)
+    per = ctx.node("ReduceSum", [prod] + extra, 1, keepdims=0, **attrs)[0]
+    return ctx.node("Neg", [ctx.node("ReduceMean", [per], 1, keepdims=0)[0]], 1)[0]
+
+
+def convert_cross_entropy(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """-sum(t * max(log y, -100)) / N: NegativeLogLikelihoodLoss for class indices."""
+    y, t = ins
+    r = xs[0].ndim
+    logy = _clamped_log(ctx, y, xs[0].dtype)
+    if xs[1].ndim == r - 1:
+        labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+        scalar = ctx.node("NegativeLogLikelihoodLoss", [_classes_to_axis1(ctx, logy, r), labels], 1)[0]
+    else:
+        prod = ctx.node("Mul", [cast_to(ctx, t, xs[1].dtype, xs[0].dtype), logy], 1)[0]
+        scalar = _mean_of_row_sums(ctx, prod, r)
+    _to_shape1(ctx, scalar, outs)
+
+
+def convert_nll_loss(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """NegativeLogLikelihoodLoss (mean) with the classes moved to axis 1."""
+    x, t = ins
+    labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+    scalar = ctx.node("NegativeLogLikelihoodLoss", [_classes_to_axis1(ctx, x, xs[0].ndim), labels], 1)[0]
+    _to_shape1(ctx, scalar, outs)
+
+
+def convert_mse_loss(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """mean((x - t)^2) over all elements."""
+    d = ctx.node("Sub", [ins[0], cast_to(ctx, ins[1], xs[1].dtype, xs[0].dtype)], 1)[0]
+    sq = ctx.node("Mul", [d, d], 1)[0]
+    _to_shape1(ctx, ctx.node("ReduceMean", [sq], 1, keepdims=0)[0], outs)
+
+
+def convert_binary_cross_entropy(
+    ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple
+) -> None:
+    """-mean(t max(log x, -100) + (1 - t) max(log(1 - x), -100))."""
+    dt = xs[0].dtype
+    x = ins[0]
+    t = cast_to(ctx, ins[1], xs[1].dtype, dt)
+    one = ctx.const(np.asarray(1.0, dtype=dt))
+    a = ctx.node("Mul", [t, _clamped_log(ctx, x, dt)], 1)[0]
+    b = ctx.node(
+        "Mul",
+        [ctx.node("Sub", [one, t], 1)[0], _clamped_log(ctx, ctx.node("Sub", [one, x], 1)[0], dt)],
+        1,
+    )[0]
+    mean = ctx.node("ReduceMean", [ctx.node("Add", [a, b], 1)[0]], 1, keepdims=0)[0]
+    _to_shape1(ctx, ctx.node("Neg", [mean], 1)[0], outs)
 
 
 CONVERTERS = {
     loss.SoftMaxCrossEntropy: convert_softmax_cross_entropy,
+    loss.CrossEntropy: convert_cross_entropy,
+    loss.NLLLoss: convert_nll_loss,
+    loss.MSELoss: convert_mse_loss,
+    loss.BinaryCrossEntropy: convert_binary_cross_entropy,
 }

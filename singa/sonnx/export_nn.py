@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import conv, normalization, pooling, reduction
+from singa.autograd.conv_transpose import ConvTranspose2d
 from singa.autograd.dropout import Dropout
 from singa.sonnx.export import ExportContext
 
@@ -36,6 +37,26 @@ def convert_conv2d(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
         dilations=list(op.dilation),
         group=int(op.groups),
     )
+
+
+def convert_conv_transpose2d(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """ConvTranspose with strides, pads, output_padding, dilations, group (negative
+    pads, which grow the output, are written as an explicit output_shape)."""
+    attrs: dict = {
+        "kernel_shape": list(op.kernel_size),
+        "strides": list(op.stride),
+        "dilations": list(op.dilation),
+        "group": int(op.groups),
+        "output_padding": list(op.output_padding),
+    }
+    if min(op.pads) < 0:
+        t, l, b, r = op.pads
+        if (t, l) != (b, r):
+            raise ctx.error(op, f"negative asymmetric pads {op.pads} cannot be written in ONNX")
+        attrs["output_shape"] = list(ys[0].shape[2:])
+    else:
+        attrs["pads"] = list(op.pads)
+    ctx.node("ConvTranspose", ins, outs, **attrs)
 
 
 def _pool_attrs(op: Any) -> dict:
@@ -108,6 +129,7 @@ CONVERTERS = {
     reduction.ReduceMean: _reduce("ReduceMean", 18),
     reduction.ReduceMax: _reduce("ReduceMax", 18),
     conv.Convolution2D: convert_conv2d,
+    ConvTranspose2d: convert_conv_transpose2d,
     pooling.MaxPooling2D: convert_max_pool,
     pooling.AveragePooling2D: convert_avg_pool,
     pooling.GlobalAveragePool: convert_global_avg_pool,

@@ -1,8 +1,9 @@
 """ONNX converters for :mod:`singa.autograd.shape`.
 
-With a dynamic batch, constants that would freeze the traced batch size are written
-so that they follow the input instead: a Reshape target keeps axis 0 with ``0``, an
-Expand target broadcasts it with ``1``, a full-range slice of axis 0 is left out.
+With a dynamic batch, the sizes that depend on the batch (found by comparing the two
+traces, see :mod:`singa.sonnx.trace`) are written so that they follow the input: a
+Reshape target uses ``0`` or ``-1`` there, an Expand target ``1``, an equal Split no
+sizes, a Slice to the end an open end.
 """
 
 from __future__ import annotations
@@ -13,22 +14,41 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import shape as sh
-from singa.sonnx.export import ExportContext
+from singa.sonnx.export import ExportContext, batch_aware
 from singa.sonnx.export_elementwise import cast_to
 
 _I64_MAX = int(np.iinfo(np.int64).max)
 _I64_MIN = int(np.iinfo(np.int64).min)
 
 
-def _keeps_batch(ctx: ExportContext, name: str, size: int) -> bool:
-    return ctx.is_batch_major(name) and size == ctx.batch
-
-
+@batch_aware
 def convert_reshape(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Reshape to ``op.shape`` (0 keeps the batch axis of a batch-major input)."""
-    target = list(op.shape)
-    if target and target[0] not in (0, -1) and _keeps_batch(ctx, ins[0], target[0]):
-        target[0] = 0
+    """Reshape to the traced output shape; sizes that depend on the batch are written as
+    0 (copied from the input) where the input has the same size there, else as the one
+    -1 (inferred)."""
+    out1 = list(ys[0].shape)
+    if not ctx.dynamic_batch:
+        target = list(op.shape)
+    else:
+        in1, in2, out2 = xs[0].shape, ctx.ins2[0].shape, ctx.outs2[0].shape
+        target = []
+        infer = []
+        for i, (a, b) in enumerate(zip(out1, out2)):
+            if a == b:
+                target.append(int(a))
+            elif i < len(in1) and in1[i] == a and in2[i] == b:
+                target.append(0)
+            else:
+                target.append(-1)
+                infer.append(i)
+        if len(infer) > 1:
+            raise ctx.error(
+                op,
+                f"the target shape {tuple(out1)} has several sizes that depend on the batch size; "
+                "export with dynamic_batch=False",
+            )
+        if 0 in out1 and 0 in target:
+            raise ctx.error(op, "a reshape to an empty tensor cannot follow a dynamic batch")
     ctx.node("Reshape", [ins[0], ctx.ints(target, "shape")], outs)
 
 
@@ -49,9 +69,19 @@ def convert_concat(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
     ctx.node("Concat", [cast_to(ctx, n, a.dtype, dt) for n, a in zip(ins, xs)], outs, axis=int(op.axis))
 
 
+@batch_aware
 def convert_split(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Split(axis) with the sizes as an input (opset 13+) or attribute."""
+    """Split(axis) with the sizes as an input (opset 13+) or attribute; equal parts whose
+    size depends on the batch are written as an equal split."""
     parts = [int(p) for p in op.parts]
+    if ctx.op2 is not None and list(ctx.op2.parts) != parts:
+        if len(set(parts)) != 1 or len(set(ctx.op2.parts)) != 1:
+            raise ctx.error(op, f"unequal split sizes {parts} depend on the batch size")
+        if ctx.opset >= 18:
+            ctx.node("Split", ins, outs, axis=int(op.axis), num_outputs=len(parts))
+        else:
+            ctx.node("Split", ins, outs, axis=int(op.axis))
+        return
     if ctx.opset >= 13:
         ctx.node("Split", [ins[0], ctx.ints(parts, "split")], outs, axis=int(op.axis))
     else:
@@ -78,28 +108,41 @@ def _slice_node(ctx: ExportContext, x: str, entries: list, out: str | None) -> s
     return ctx.node("Slice", inputs, outputs)[0]
 
 
+@batch_aware
 def convert_slice(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Slice with the operator's own starts/ends/axes/steps (ONNX semantics); a
-    full-range slice of the batch axis is left out."""
+    """Slice with the operator's own starts/ends/axes/steps (ONNX semantics). With a
+    dynamic batch, an end that is the full (batch-dependent) size becomes open-ended."""
     r = xs[0].ndim
+    rows = _slice_rows(op, r)
+    if ctx.op2 is not None:
+        rows2 = _slice_rows(ctx.op2, r)
+        fixed = []
+        for (a, s, e, st), (_, s2, e2, st2) in zip(rows, rows2):
+            if (s, st) != (s2, st2):
+                raise ctx.error(op, "slice starts or steps depend on the batch size")
+            if e != e2:
+                if not (st > 0 and e == xs[0].shape[a] and e2 == ctx.ins2[0].shape[a]):
+                    raise ctx.error(op, "slice ends depend on the batch size")
+                e = _I64_MAX
+            fixed.append((a, s, e, st))
+        rows = fixed
+    _slice_node(ctx, ins[0], rows, outs[0])
+
+
+def _slice_rows(op: Any, r: int) -> list:
     starts = sh._axes_list(op.starts)
     ends = sh._axes_list(op.ends)
     axes = list(range(len(starts))) if op.axes is None else sh._axes_list(op.axes)
     steps = [1] * len(starts) if op.steps is None else sh._axes_list(op.steps)
-    entries = []
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a = a % r
-        k = op.key[a]
-        full = k.step in (None, 1) and k.start in (None, 0) and (k.stop is None or k.stop >= xs[0].shape[a])
-        if a == 0 and full and ctx.is_batch_major(ins[0]):
-            continue
-        entries.append((a, s, e, st))
-    _slice_node(ctx, ins[0], entries, outs[0])
+    return [(a % r, s, e, st) for s, e, a, st in zip(starts, ends, axes, steps)]
 
 
 def convert_squeeze(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """Squeeze with explicit axes (the size-1 axes of the traced input when None)."""
-    axes = op.axes if op.axes is not None else [i for i, d in enumerate(xs[0].shape) if d == 1]
+    axes = op.axes
+    if axes is None:  # the axes of size 1 at every batch size
+        other = ctx.ins2[0].shape if ctx.ins2 is not None else xs[0].shape
+        axes = [i for i, (d, e) in enumerate(zip(xs[0].shape, other)) if d == 1 and e == 1]
     extra, attrs = ctx.axes_arg("Squeeze", axes, since=13)
     ctx.node("Squeeze", ins + extra, outs, **attrs)
 
@@ -118,12 +161,24 @@ def convert_pad(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys
     ctx.node("Pad", inputs, outs, mode=op.mode)
 
 
+@batch_aware
 def convert_expand(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Expand to ``op.shape`` (1 at the batch axis of a batch-major input)."""
+    """Expand to ``op.shape``; a batch-dependent size that the input already has is
+    written as 1 (broadcasting keeps it)."""
     shape = [int(s) for s in op.shape]
-    i = len(shape) - xs[0].ndim
-    if 0 <= i < len(shape) and _keeps_batch(ctx, ins[0], shape[i]):
-        shape[i] = 1
+    if ctx.op2 is not None:
+        other = [int(s) for s in ctx.op2.shape]
+        if len(other) != len(shape):
+            raise ctx.error(op, "the expanded rank depends on the batch size")
+        off = len(shape) - xs[0].ndim
+        for i, (a, b) in enumerate(zip(shape, other)):
+            if a == b:
+                continue
+            j = i - off
+            if j >= 0 and xs[0].shape[j] == a and ctx.ins2[0].shape[j] == b:
+                shape[i] = 1
+            else:
+                raise ctx.error(op, f"the expanded shape {tuple(shape)} depends on the batch size")
     ctx.node("Expand", [ins[0], ctx.ints(shape, "shape")], outs)
 
 

@@ -1,0 +1,164 @@
+"""SONNXModel: an ONNX model as a trainable, checkpointable :class:`singa.model.Model`.
+
+The graph's initializers become tensors of the model: those that feed differentiable
+inputs are parameters (``stores_grad``), the others (BatchNorm running statistics,
+integer constants, shapes, bounds) buffers. They live in the dict attributes
+``params`` and ``buffers`` under sanitised keys, so their state names are
+``params.<key>`` / ``buffers.<key>``; ``onnx_names`` maps each key back to its ONNX
+name. Forward evaluates the graph with autograd operators, so gradients flow to every
+parameter; BatchNorm and Dropout follow ``train()`` / ``eval()``.
+
+Example::
+
+    m = sonnx.SONNXModel(onnx.load("model.onnx"))
+    m.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
+    m.train()
+    out, loss = m(x, y)            # the default train_one_batch: softmax cross-entropy
+    m.save_states("finetuned.zip")
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from singa import autograd
+from singa.model.model import Model
+from singa.sonnx.backend import OnnxGraph, _get_device, _load
+from singa.tensor import Tensor
+
+# inputs that never receive a gradient: (op type, input index)
+_STATIC_INPUTS = {
+    "BatchNormalization": {3, 4},
+    "Clip": {1, 2},
+    "Pad": {1, 2, 3},
+    "Reshape": {1},
+    "Slice": {1, 2, 3, 4},
+    "Squeeze": {1},
+    "Unsqueeze": {1},
+    "Expand": {1},
+    "Split": {1},
+    "ReduceSum": {1},
+    "ReduceMean": {1},
+    "ReduceMax": {1},
+    "Dropout": {1, 2},
+    "ConstantOfShape": {0},
+    "Gather": {1},
+    "Where": {0},
+    "SoftmaxCrossEntropyLoss": {1, 2},
+    "NegativeLogLikelihoodLoss": {1, 2},
+    "Shape": {0},
+    "Size": {0},
+}
+
+
+def _trainable(graph: OnnxGraph) -> set[str]:
+    """Floating initializers that feed at least one differentiable input."""
+    out = set()
+    for nd in graph.model.graph.node:
+        static = _STATIC_INPUTS.get(nd.op_type, set())
+        for i, name in enumerate(nd.input):
+            if name in graph.initializers and i not in static:
+                out.add(name)
+    return {n for n in out if graph.initializers[n].dtype.kind == "f"}
+
+
+def _sanitize(name: str, taken: set[str]) -> str:
+    key = re.sub(r"[^A-Za-z0-9_.]", "_", name).strip(".") or "w"
+    key = re.sub(r"\.{2,}", ".", key)
+    base, k = key, 1
+    while key in taken:
+        key = f"{base}_{k}"
+        k += 1
+    taken.add(key)
+    return key
+
+
+class SONNXModel(Model):
+    """A :class:`~singa.model.Model` running an ONNX graph (SINGA's ``SONNXModel``).
+
+    Args:
+        onnx_model: an ``onnx.ModelProto``, a path or serialized bytes.
+        device: where the parameters live (a Device, "CPU"/"CUDA", or None for the CPU).
+
+    Attributes:
+        params: trainable initializers, ``{key: Tensor}``.
+        buffers: the other initializers, ``{key: Tensor}``.
+        onnx_names: ``{key: ONNX initializer name}`` for both.
+        input_names / output_names: the graph's inputs (initializers excluded) and outputs.
+    """
+
+    def __init__(self, onnx_model: Any, device: Any = None, name: str | None = None):
+        super().__init__(name)
+        dev = _get_device(device)
+        proto = _load(onnx_model)
+        self._graph = OnnxGraph(proto, dev)
+        self._device = dev
+        self.input_names = list(self._graph.input_names)
+        self.output_names = list(self._graph.output_names)
+        trainable = _trainable(self._graph)
+        self.params: dict[str, Tensor] = {}
+        self.buffers: dict[str, Tensor] = {}
+        self.onnx_names: dict[str, str] = {}
+        self._by_onnx: dict[str, Tensor] = {}
+        taken: set[str] = set()
+        for oname, arr in self._graph.initializers.items():
+            key = _sanitize(oname, taken)
+            data = arr if dev.xp is np else dev.xp.asarray(arr)
+            if oname in trainable:
+                t = Tensor(arr.shape, dev, arr.dtype, data=data, requires_grad=True, stores_grad=True)
+                self.params[key] = t
+            else:
+                t = Tensor(arr.shape, dev, arr.dtype, data=data, requires_grad=False)
+                self.buffers[key] = t
+            self.onnx_names[key] = oname
+            self._by_onnx[oname] = t
+        self._initialized = True
+
+    @property
+    def onnx_model(self) -> Any:
+        """The imported ``onnx.ModelProto`` (its initializers hold the imported values)."""
+        return self._graph.model
+
+    def forward(self, *inputs: Any, aux_output: tuple = ()) -> Any:
+        """Evaluate the graph on ``inputs`` (Tensors or arrays, in the order of
+        ``input_names``); returns the output Tensor, or a tuple for several outputs.
+        ``aux_output`` names intermediate ONNX values to return as well (appended)."""
+        if len(inputs) != len(self.input_names):
+            raise ValueError(
+                f"SONNXModel: {len(inputs)} inputs given, the graph takes {len(self.input_names)} "
+                f"({', '.join(self.input_names)})"
+            )
+        feeds = {}
+        for n, x in zip(self.input_names, inputs):
+            if not isinstance(x, Tensor):
+                arr = np.asarray(x)
+                x = Tensor._wrap(arr if self._device.xp is np else self._device.xp.asarray(arr), self._device)
+            feeds[n] = x
+        outs = self._graph.run(feeds, self._by_onnx, training=self.training, extra=tuple(aux_output))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def train_one_batch(self, x: Tensor, y: Tensor) -> tuple:
+        """The default training step: softmax cross-entropy of the (first) output
+        against ``y`` (class indices or one-hot), then ``self.optimizer(loss)``.
+        Returns ``(out, loss)``. Override for other losses."""
+        out = self.forward(x)
+        if isinstance(out, tuple):
+            out = out[0]
+        loss = autograd.softmax_cross_entropy(out, y)
+        if self.optimizer is None:
+            raise RuntimeError("SONNXModel.train_one_batch: set an optimizer first (set_optimizer)")
+        self.optimizer(loss)
+        return out, loss
+
+    def initializer_values(self) -> dict[str, np.ndarray]:
+        """The current values by ONNX initializer name (e.g. to write a fine-tuned model
+        back into the ONNX file)."""
+        return {self.onnx_names[k]: t.to_numpy() for k, t in {**self.params, **self.buffers}.items()}
+
+    def __repr__(self) -> str:
+        return (
+            f"SONNXModel(inputs={self.input_names}, outputs={self.output_names}, params={len(self.params)})"
+        )

@@ -1,0 +1,87 @@
+"""Shared helpers of the sonnx tests: export, check with onnxruntime at several batch
+sizes against our own eval output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+
+from singa import autograd, sonnx, tensor
+from singa.layer.base import Layer
+
+ort = None
+
+
+def session(model: onnx.ModelProto):
+    """An onnxruntime CPU session with one thread (the test machines are small)."""
+    global ort
+    if ort is None:
+        import onnxruntime
+
+        ort = onnxruntime
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def reference(target, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Our own outputs, evaluated as the exporter traces them (eval mode, no_grad)."""
+    xs = [tensor.from_numpy(a) for a in arrays]
+    if isinstance(target, Layer):
+        modes = [(target, target.training)] + [(s, s.training) for s in target.sublayers().values()]
+        target.eval()
+        try:
+            with autograd.no_grad():
+                out = target.forward(*xs) if getattr(target, "_initialized", True) else target(*xs)
+        finally:
+            for layer, mode in modes:
+                layer.training = mode
+    else:
+        with autograd.no_grad():
+            out = target(*xs)
+    outs = out if isinstance(out, list | tuple) else [out]
+    return [o.to_numpy() for o in outs]
+
+
+def check_export(
+    target,
+    make: Callable[[int], Sequence[np.ndarray]],
+    batches: Sequence[int] = (3, 5),
+    tol: float = 1e-4,
+    **kwargs,
+) -> onnx.ModelProto:
+    """Export ``target`` traced on ``make(batches[0])``, check it with the full checker
+    (to_onnx does) and compare onnxruntime's outputs with ours at every batch size:
+    max abs diff <= tol * max(1, output scale)."""
+    first = [tensor.from_numpy(a) for a in make(batches[0])]
+    model = sonnx.to_onnx(first, target, **kwargs)
+    onnx.checker.check_model(model, full_check=True)
+    sess = session(model)
+    names = [i.name for i in sess.get_inputs()]
+    for b in batches:
+        arrays = list(make(b))
+        want = reference(target, arrays)
+        got = sess.run(None, dict(zip(names, arrays)))
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            assert g.shape == w.shape, f"batch {b}: shape {g.shape} != {w.shape}"
+            scale = max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+            err = float(np.abs(g.astype(np.float64) - w).max()) if w.size else 0.0
+            assert err <= tol * scale, f"batch {b}: max abs diff {err:.3g} (scale {scale:.3g})"
+    return model
+
+
+def rand(shape, seed: int = 0, dtype=np.float32, low: float | None = None, high: float | None = None):
+    """A reproducible random array (normal, or uniform in [low, high))."""
+    rng = np.random.default_rng(seed + int(np.prod(shape)))
+    if low is not None:
+        return rng.uniform(low, high, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """The op types of a model's nodes, in order."""
+    return [n.op_type for n in model.graph.node]
