@@ -247,7 +247,7 @@ def _desc(shape: Any, dtype: Any) -> str:
 class _Plan:
     apply: list = field(default_factory=list)  # (Tensor, array)
     pending: dict = field(default_factory=dict)  # name -> array (lazy parameters)
-    owners: dict = field(default_factory=dict)  # dotted path -> uninitialized layer
+    lazy: dict = field(default_factory=dict)  # dotted path -> layer that creates states on first call
     errors: list = field(default_factory=list)  # lines for a strict CheckpointError
     bad: set = field(default_factory=set)  # names of mismatched states
 
@@ -257,6 +257,7 @@ def _plan_layer(layer: Any, given: dict[str, np.ndarray], report: LoadReport, pl
     lazy = {k: s for k, s in layer.sublayers().items() if _lazy.uninitialized(s)}
     if _lazy.uninitialized(layer):
         lazy[""] = layer
+    plan.lazy = lazy
     for name, t in own.items():
         if name not in given:
             report.missing.append(f"{name} (expected {_desc(t.shape, t.dtype)})")
@@ -268,7 +269,6 @@ def _plan_layer(layer: Any, given: dict[str, np.ndarray], report: LoadReport, pl
                 report.unexpected.append(f"{name} (found {_desc(arr.shape, arr.dtype)})")
             else:
                 plan.pending[name] = arr
-                plan.owners[owner] = lazy[owner]
         elif tuple(arr.shape) != t.shape or arr.dtype != t.dtype:
             plan.bad.add(name)
             report.mismatched.append(
@@ -423,7 +423,7 @@ def _load(
         raise
     if rng is not None:
         dev.set_rng_state(rng)
-    if plan.pending:
+    if plan.pending or plan.lazy:
         _defer(
             layer, plan, label, strict, report, opt if opt_states is not None else None, opt_states, rng, dev
         )
@@ -446,12 +446,12 @@ def _defer(
     rng: Any,
     dev: Any,
 ) -> None:
-    """Hold the entries of lazily created parameters (and the optimizer states)."""
+    """Hold the entries of lazily created parameters (and the optimizer states until
+    they are all applied) and watch the lazy layers for states the file lacks."""
     report.pending = sorted(plan.pending)
 
     def finish() -> None:
         pl.optimizer_states = None
-        report.pending = []
         o = getattr(layer, "optimizer", None) if opt is not None else None
         if o is None or opt_states is None:
             return
@@ -471,5 +471,5 @@ def _defer(
     if rng is not None and dev not in devs:
         devs.append(dev)
     pl = _lazy.PendingLoad(layer, label, strict, dict(plan.pending), finish, devs, report)
-    pl.optimizer_states = opt_states
-    _lazy.attach(pl, plan.owners)
+    pl.optimizer_states = opt_states if plan.pending else None
+    _lazy.attach(pl, plan.lazy)

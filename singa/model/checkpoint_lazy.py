@@ -79,6 +79,8 @@ class PendingLoad:
         self.hooked: dict[int, Any] = {}
         self.optimizer_states: dict | None = None  # applied by ``finish`` once nothing is held
         self.bad: set[str] = set()  # names found mismatched when their layer was created
+        self.known: set[str] = set(root.get_states())  # states that existed at load time
+        self.finished = not entries  # the optimizer states are applied once nothing is held
 
     # ----- hooks -------------------------------------------------------------------------
     def install(self, layer: Any, prefix: str) -> None:
@@ -121,7 +123,7 @@ class PendingLoad:
             del d["initialize"]
 
     def detach(self) -> None:
-        """Remove every hook and forget the held entries."""
+        """Remove every hook and detach from the root."""
         for layer in list(self.hooked.values()):
             self.unhook(layer)
         if vars(self.root).get(_ATTR) is self:
@@ -129,11 +131,21 @@ class PendingLoad:
 
     # ----- applying --------------------------------------------------------------------------
     def created(self, layer: Any, prefix: str) -> None:
-        """``layer`` (at dotted path ``prefix``) has just created its parameters."""
+        """``layer`` (at dotted path ``prefix``) has just created its parameters: check
+        and copy the held entries below it, report its new states that the file lacks,
+        and hook the lazy sublayers it may have created."""
         pre = prefix + "." if prefix else ""
         own = {pre + k: t for k, t in layer.get_states().items()}
         subs = {pre + k: s for k, s in layer.sublayers().items() if uninitialized(s)}
+        for p, sub in subs.items():
+            self.install(sub, p)
         ready, mismatched, unexpected = [], [], []
+        missing = [
+            (n, f"{n} (expected {describe(t)})")
+            for n, t in own.items()
+            if n not in self.entries and n not in self.known
+        ]
+        self.known.update(own)
         for name in [n for n in self.entries if n.startswith(pre)]:
             arr = self.entries[name]
             t = own.get(name)
@@ -142,41 +154,38 @@ class PendingLoad:
                     ready.append((name, t))
                 else:
                     mismatched.append((name, f"{name}: expected {describe(t)}, found {describe(arr)}"))
-                continue
-            owner = deepest_owner(name, subs)
-            if owner is not None:  # held until that sublayer creates its parameters
-                self.install(subs[owner], owner)
-            else:
+            elif deepest_owner(name, subs) is None:  # else held until that sublayer creates it
                 unexpected.append((name, f"{name} (found {describe(arr)})"))
-        if (mismatched or unexpected) and self.strict:
+        problems = [("missing", missing), ("mismatched", mismatched), ("unexpected", unexpected)]
+        if self.strict and (missing or mismatched or unexpected):
             self.detach()
-            lines = [f"  mismatched: {m}" for _, m in mismatched] + [
-                f"  unexpected: {u}" for _, u in unexpected
-            ]
+            lines = [f"  {kind}: {m}" for kind, items in problems for _, m in items]
             raise CheckpointError(
                 f"{self.label} does not match {type(layer).__name__} {prefix or '(the model)'} "
                 "whose parameters were just created from its first input:\n" + "\n".join(lines)
             )
         for name, t in ready:
             t.copy_from(self.entries.pop(name))
-        for name, m in mismatched:
-            self.entries.pop(name, None)
-            self.bad.add(name)
-            self.report.mismatched.append(m)
-        for name, u in unexpected:
-            self.entries.pop(name, None)
-            self.report.unexpected.append(u)
-        if mismatched or unexpected:
+        for kind, items in problems:
+            for name, m in items:
+                self.entries.pop(name, None)
+                getattr(self.report, kind).append(m)
+                if kind == "mismatched":
+                    self.bad.add(name)
+        if missing or mismatched or unexpected:
             warnings.warn(
                 f"{self.label}: skipped while creating {prefix or 'the model'}: "
-                + "; ".join(m for _, m in mismatched + unexpected),
+                + "; ".join(f"{kind}: {m}" for kind, items in problems for _, m in items),
                 CheckpointWarning,
                 stacklevel=4,
             )
-        if not self.entries:
-            self.detach()
+        self.report.pending = sorted(self.entries)
+        if not self.entries and not self.finished:
+            self.finished = True
             if self.finish_cb is not None:
                 self.finish_cb()
+        if not self.hooked:
+            self.detach()
 
 
 def pending_of(layer: Any) -> PendingLoad | None:
@@ -185,8 +194,8 @@ def pending_of(layer: Any) -> PendingLoad | None:
 
 
 def attach(pl: PendingLoad, owners: dict[str, Any]) -> None:
-    """Install the hooks of ``pl`` on the uninitialized layers ``owners`` (dotted
-    path -> layer; '' is the root) and attach it to its root."""
+    """Install the hooks of ``pl`` on the lazy layers ``owners`` (dotted path ->
+    layer; '' is the root) and attach it to its root."""
     old = pending_of(pl.root)
     if old is not None:
         old.detach()

@@ -180,3 +180,44 @@ def test_a_second_load_replaces_the_held_entries(tmp_path):
     m.compile([Tensor((4, 5))], is_train=True)
     assert_states_equal(states_of(src2), states_of(m))
     assert m.optimizer.step_counter == 3
+
+
+class Two(Layer):
+    def __init__(self, second=True):
+        super().__init__()
+        self.fc1 = layer.Linear(4)
+        if second:
+            self.fc2 = layer.Linear(2)
+
+    def forward(self, x):
+        y = self.fc1(x)
+        return self.fc2(y) if hasattr(self, "fc2") else y
+
+
+def test_states_the_file_lacks_are_found_when_created(tmp_path):
+    a = Two(second=False)
+    a(Tensor(data=np.ones((2, 3), np.float32)))
+    ck.save_layer(a, tmp_path / "one.zip")
+    b = Two()
+    aux = ck.load_layer(b, tmp_path / "one.zip")
+    assert aux.report.pending == ["fc1.W", "fc1.b"]
+    with pytest.raises(ck.CheckpointError, match=r"missing: fc2.W \(expected \(4, 2\) float32\)"):
+        b(Tensor(data=np.ones((2, 3), np.float32)))
+    c = Two()
+    aux = ck.load_layer(c, tmp_path / "one.zip", strict=False)
+    with pytest.warns(ck.CheckpointWarning, match="missing: fc2.W"):
+        c(Tensor(data=np.ones((2, 3), np.float32)))
+    assert aux.report.missing == ["fc2.W (expected (4, 2) float32)", "fc2.b (expected (2,) float32)"]
+    np.testing.assert_array_equal(c.fc1.W.to_numpy(), a.fc1.W.to_numpy())
+    assert "_checkpoint_pending" not in vars(c) and "initialize" not in vars(c.fc2)
+
+
+def test_loading_after_compile_installs_nothing(tmp_path):
+    src, p = trained(tmp_path)
+    m = LazyMLP()
+    m.set_optimizer(opt.Adam(0.01))
+    m.compile([Tensor((4, 5))], is_train=True)
+    aux = m.load_states(p)
+    assert not aux.report and aux.report.pending == []
+    assert "_checkpoint_pending" not in vars(m)
+    assert all("initialize" not in vars(s) for s in m.sublayers().values())

@@ -9,8 +9,18 @@ import sys
 
 import numpy as np
 import pytest
-from test_checkpoint_helpers import resumed, uninterrupted
+from test_checkpoint_helpers import (
+    CLASSES,
+    MODELS,
+    batches,
+    build,
+    final_state,
+    resumed,
+    train_steps,
+    uninterrupted,
+)
 
+from singa import device
 from singa.model import checkpoint as ck
 
 N, M = 4, 5
@@ -48,6 +58,26 @@ def test_resume_in_a_fresh_process_is_bitwise_exact(tmp_path, model_name, opt_na
     with np.load(out, allow_pickle=False) as z:
         got = {k: z[k] for k in z.files}
     assert_bitwise(ref, got)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adam"])
+def test_rewinding_a_model_whose_graph_is_traced(tmp_path, opt_name):
+    """Loading into a model that kept training in graph mode: the traced graph is kept
+    (values copied in place, slots looked up at replay) and replays the same steps."""
+    ckpt = str(tmp_path / "ckpt.zip")
+    device.get_default_device().set_rand_seed(0)
+    m, tx, ty = build("cnn", opt_name)
+    data = batches(N + M, MODELS["cnn"][1], CLASSES)
+    m.compile([tx], is_train=True, use_graph=True)
+    train_steps(m, tx, ty, data[:N])
+    m.save_states(ckpt)
+    first = final_state(m, train_steps(m, tx, ty, data[N:]))
+    graphs = dict(m._graphs)
+    assert len(graphs) == 1
+    m.load_states(ckpt)
+    again = final_state(m, train_steps(m, tx, ty, data[N:]))
+    assert_bitwise(first, again)
+    assert dict(m._graphs) == graphs  # replayed, not retraced
 
 
 def test_resume_in_the_same_process_after_more_training(tmp_path):
