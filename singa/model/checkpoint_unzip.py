@@ -254,7 +254,7 @@ def read_array(
     h = hashlib.sha256(a.header)
     crc = zlib.crc32(a.header) if check_crc else 0
     big = n >= HASH_INLINE
-    futures: list[Future] = []
+    submit = None  # the hashing lane of this array
     if a.member.stored:
         f.seek(a.member.data_offset + len(a.header))
         for lo, hi in iter_chunks(n):
@@ -266,7 +266,9 @@ def read_array(
                 done += k
             seg = buf[lo:hi]
             if big:
-                futures.append(hasher.submit(functools.partial(h.update, seg)))
+                if submit is None:
+                    submit = hasher.lane()
+                submit(functools.partial(h.update, seg))
             else:
                 h.update(seg)
             if check_crc:
@@ -290,8 +292,8 @@ def read_array(
                 raise CheckpointError(f"{what}: corrupt compressed data ({e})") from None
     if check_crc and a.member.stored and crc != a.member.info.CRC:
         raise CheckpointError(f"{what}: CRC-32 mismatch (corrupt data)")
-    # the worker runs tasks in order: the digest is taken after every update
-    sha: Future | str = hasher.submit(h.hexdigest) if futures else h.hexdigest()
+    # a lane runs its tasks in order: the digest is taken after every update
+    sha: Future | str = submit(h.hexdigest) if submit is not None else h.hexdigest()
     if not arr.dtype.isnative:
         arr = arr.byteswap().view(arr.dtype.newbyteorder("="))
     return arr, sha

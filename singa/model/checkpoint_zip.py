@@ -40,6 +40,7 @@ __all__ = ["CheckpointError"]
 
 CHUNK = 16 << 20  # bytes per read/hash step of a large array
 HASH_INLINE = 1 << 20  # arrays below this are hashed on the calling thread
+HASH_LANES = 2  # worker threads hashing different arrays at once (at most the CPU count)
 MAX_JSON_BYTES = 64 << 20
 MAX_NDIM = 64
 _U32 = 0xFFFFFFFF
@@ -352,16 +353,23 @@ class ZipWriter:
 
 
 class Hasher:
-    """SHA-256 digests computed on one worker thread (in submission order), so
-    hashing overlaps with reading or writing. Small inputs are hashed inline."""
+    """SHA-256 digests computed on worker threads, so hashing overlaps with reading
+    or writing. Each array goes to one "lane" (a single-thread executor, so its
+    chunks are hashed in order); different arrays are hashed in parallel on up to
+    ``HASH_LANES`` lanes. Small inputs are hashed inline."""
 
     def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
+        self._lanes: list[ThreadPoolExecutor] = []
+        self._next = 0
 
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="singa-ckpt-hash")
-        return self._pool.submit(fn)
+    def lane(self) -> Callable[..., Future]:
+        """The ``submit`` of the next lane (round robin)."""
+        n = max(1, min(HASH_LANES, os.cpu_count() or 1))
+        if len(self._lanes) < n:
+            self._lanes.append(ThreadPoolExecutor(1, thread_name_prefix="singa-ckpt-hash"))
+        pool = self._lanes[self._next % len(self._lanes)]
+        self._next += 1
+        return pool.submit
 
     def digest(self, parts: list, nbytes: int) -> Future | str:
         """The hex SHA-256 of the concatenated ``parts`` (or a Future of it)."""
@@ -372,12 +380,12 @@ class Hasher:
                 h.update(p)
             return h.hexdigest()
 
-        return run() if nbytes < HASH_INLINE else self.submit(run)
+        return run() if nbytes < HASH_INLINE else self.lane()(run)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        for pool in self._lanes:
+            pool.shutdown(wait=True)
+        self._lanes = []
 
 
 def resolve(v: Future | str) -> str:

@@ -384,3 +384,46 @@ def test_a_file_saved_on_a_gpu_loads_on_the_cpu(tmp_path):
     np.testing.assert_array_equal(
         device.get_default_device().rng.random(3), np.random.default_rng(5).random(3)
     )
+
+
+@pytest.mark.slow
+def test_zip64_many_members(tmp_path):
+    """More than 65535 arrays need the ZIP64 end records."""
+
+    class Many(Leaf):
+        def __init__(self):
+            super().__init__(1)
+            self.many = [
+                Tensor(data=np.full(1, i, np.int32), dtype=np.int32, requires_grad=False)
+                for i in range(70000)
+            ]
+
+    a = Many()
+    ck.save_layer(a, tmp_path / "z.zip")
+    with zipfile.ZipFile(io.BytesIO(inner_npz(tmp_path / "z.zip"))) as z:
+        assert len(z.infolist()) == len(a.get_states())
+    np.testing.assert_array_equal(ck.read_arrays(tmp_path / "z.zip")["many.69999"], [69999])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") < 14e9, reason="needs ~10 GB of free memory"
+)
+def test_zip64_member_over_4_gib(tmp_path):
+    """An array over 4 GiB needs ZIP64 sizes in the member headers (np.zeros costs no
+    memory until written; the file and the loaded copy do)."""
+    if os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize < 12e9:
+        pytest.skip("needs 12 GB of free disk")
+    n = (1 << 32) + 1000
+    big = Leaf(1)
+    big.huge = Tensor((1,), dtype=np.uint8, requires_grad=False)
+    big.huge.data = np.zeros(n, np.uint8)
+    big.huge.data[-1] = 7
+    p = tmp_path / "huge.zip"
+    ck.save_layer(big, p)
+    info = ck.read(p)
+    assert info.shapes["huge"] == (n,) and os.path.getsize(p) > n
+    with zipfile.ZipFile(p) as z:
+        assert z.getinfo("tensor_dict.npz").file_size > n
+    arrays = ck.read_arrays(p)
+    assert arrays["huge"].shape == (n,) and arrays["huge"][-1] == 7 and arrays["huge"][-2] == 0
