@@ -440,6 +440,7 @@ def to_onnx(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     check: bool = True,
+    model: Any = None,
 ) -> onnx.ModelProto:
     """Trace the computation from ``inputs`` to the outputs and return an ONNX model.
 
@@ -458,6 +459,9 @@ def to_onnx(
         input_names / output_names: value names (default ``input``/``output`` or
             ``input_<i>``/``output_<i>``).
         check: run ``onnx.checker.check_model(..., full_check=True)``.
+        model: with a function as ``outputs`` (e.g. the model followed by a loss, to
+            export a training graph), the Layer/Model it uses: traced in eval mode, its
+            states named by their dotted names.
 
     Raises:
         ExportError: an operator without converter (naming it and its layer), or a
@@ -480,7 +484,11 @@ def to_onnx(
             trace.trace(lambda *xs: _run_layer(model, xs), inputs, model)
         fn: Callable = lambda *xs: _run_layer(model, xs)  # noqa: E731
     elif callable(outputs):
-        model, fn = None, outputs
+        if model is not None and not isinstance(model, Layer):
+            raise TypeError(f"ONNX export: model must be a Layer/Model, got {type(model).__name__}")
+        fn = outputs
+        if model is not None and not getattr(model, "_initialized", True):
+            trace.trace(fn, inputs, model)
     else:
         raise TypeError(
             "ONNX export: `outputs` must be the Layer/Model or the function that computes the outputs "
@@ -514,25 +522,55 @@ def export_model(
     inputs: Any,
     opset: int | None = None,
     dynamic_batch: bool = True,
+    targets: Any = None,
+    loss: Callable | None = None,
     **kwargs: Any,
 ) -> onnx.ModelProto:
     """Export ``model`` (traced on ``inputs`` in eval mode) to an ONNX file at ``path``
     (not written when ``path`` is None) and return the ``onnx.ModelProto``.
 
     BatchNorm uses its running statistics, Dropout is an identity; parameters and buffers
-    are initializers named by their dotted state names. ``kwargs`` go to :func:`to_onnx`
-    (``input_names``, ``output_names``, ``model_name``).
+    are initializers named by their dotted state names. With ``loss`` (e.g.
+    ``autograd.softmax_cross_entropy``) and ``targets`` (Tensors) the training graph is
+    exported: inputs ``inputs + targets``, outputs the model's output(s) and
+    ``loss(output, *targets)``. ``kwargs`` go to :func:`to_onnx` (``input_names``,
+    ``output_names``, ``model_name``, ``check``).
+
+    Example::
+
+        model.export_onnx("model.onnx", [x])      # calls this function
+        sonnx.export_model(model, "train.onnx", [x], targets=[y], loss=autograd.softmax_cross_entropy)
     """
     kwargs.setdefault("model_name", type(model).__name__)
-    m = to_onnx(inputs, model, opset=opset, dynamic_batch=dynamic_batch, **kwargs)
+    if loss is None:
+        if targets is not None:
+            raise ValueError("export_model: targets are given without a loss")
+        m = to_onnx(inputs, model, opset=opset, dynamic_batch=dynamic_batch, **kwargs)
+    else:
+        xs = _as_tensors(inputs)
+        ts = _as_tensors(targets if targets is not None else [])
+        n = len(xs)
+
+        def training_graph(*args: Tensor) -> list:
+            out = _run_layer(model, args[:n])
+            outs = list(out) if isinstance(out, list | tuple) else [out]
+            return outs + [loss(outs[0], *args[n:])]
+
+        m = to_onnx(xs + ts, training_graph, opset=opset, dynamic_batch=dynamic_batch, model=model, **kwargs)
     if path is not None:
         onnx.save(m, os.fspath(path))
     return m
 
 
-def save(model: onnx.ModelProto, path: str | os.PathLike) -> None:
-    """Write an ONNX model to ``path`` (``onnx.save``)."""
-    onnx.save(model, os.fspath(path))
+def save(model: Any, path: str | os.PathLike, inputs: Any = None, **kwargs: Any) -> onnx.ModelProto:
+    """Write an ONNX model to ``path``: an ``onnx.ModelProto`` as it is, or a singa
+    Model/Layer exported on ``inputs`` (see :func:`export_model`). Returns the proto."""
+    if isinstance(model, onnx.ModelProto):
+        onnx.save(model, os.fspath(path))
+        return model
+    if inputs is None:
+        raise ValueError("sonnx.save: exporting a model needs its example inputs")
+    return export_model(model, path, inputs, **kwargs)
 
 
 __all__ = [

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import elementwise as ew
+from singa.sonnx import ops
 from singa.sonnx.export import ExportContext, onnx_dtype
 
 
@@ -47,6 +48,11 @@ def convert_clip(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, y
     ctx.node("Clip", inputs, outs)
 
 
+def convert_cast(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Cast(to) (the importer's cast operator)."""
+    ctx.node("Cast", ins, outs, to=onnx_dtype(op.dtype))
+
+
 CONVERTERS = {
     ew.Add: _binary("Add"),
     ew.Sub: _binary("Sub"),
@@ -62,4 +68,6 @@ CONVERTERS = {
     ew.Abs: _unary("Abs"),
     ew.Sign: _unary("Sign"),
     ew.Clip: convert_clip,
+    ops.Cast: convert_cast,
+    ops.Erf: _unary("Erf"),
 }

@@ -11,7 +11,7 @@ import numpy as np
 from singa.autograd import conv, normalization, pooling, reduction
 from singa.autograd.conv_transpose import ConvTranspose2d
 from singa.autograd.dropout import Dropout
-from singa.sonnx.export import ExportContext
+from singa.sonnx.export import ExportContext, ExportError
 
 
 # ----- reductions ---------------------------------------------------------------------------
@@ -59,23 +59,72 @@ def convert_conv_transpose2d(ctx: ExportContext, op: Any, ins: list, outs: list,
     ctx.node("ConvTranspose", ins, outs, **attrs)
 
 
-def _pool_attrs(op: Any) -> dict:
+def _pool_attrs(ctx: ExportContext, op: Any, xs: list, ys: tuple, counts_pads: bool = False) -> dict:
+    """Pooling attributes. With ``ceil_mode``, where the last window would start beyond
+    the input and its begin padding it is dropped (PyTorch's rule, ours); ONNX before
+    opset 22 keeps it, so then the node is written in floor mode with end paddings that
+    reach exactly as far as the last windows."""
+    nd = len(op.kernel_size)
+    pads = list(op.pads)
+    sizes, outs = xs[0].shape[2:], ys[0].shape[2:]
+    geo = list(zip(sizes, op.kernel_size, op.stride, outs))
+    ceil = bool(op.ceil_mode) and all(
+        -(-(n + pads[i] + pads[i + nd] - k) // s) + 1 == o for i, (n, k, s, o) in enumerate(geo)
+    )
+    if op.ceil_mode and not ceil:
+        for i, (n, k, s, o) in enumerate(geo):
+            ends = [e for e in range(k) if (n + pads[i] + e - k) // s + 1 == o and n + pads[i] + e >= k]
+            if counts_pads:  # extra padding would be counted in the averages
+                ends = [e for e in ends if e <= pads[i + nd]]
+            if not ends:
+                raise ctx.error(op, f"ceil_mode output size {o} along axis {i + 2} has no ONNX equivalent")
+            pads[i + nd] = min(ends, key=lambda e: abs(e - pads[i + nd]))
     return {
         "kernel_shape": list(op.kernel_size),
         "strides": list(op.stride),
-        "pads": list(op.pads),
-        "ceil_mode": int(op.ceil_mode),
+        "pads": pads,
+        "ceil_mode": int(ceil),
     }
 
 
 def convert_max_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """MaxPool (2-D or 1-D)."""
-    ctx.node("MaxPool", ins, outs, **_pool_attrs(op))
+    ctx.node("MaxPool", ins, outs, **_pool_attrs(ctx, op, xs, ys))
 
 
 def convert_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """AveragePool (2-D or 1-D) with count_include_pad."""
-    ctx.node("AveragePool", ins, outs, count_include_pad=int(op.count_include_pad), **_pool_attrs(op))
+    """AveragePool (2-D or 1-D) with count_include_pad. A ceil-mode output that ONNX
+    cannot reproduce with counted pads is written as an explicit zero Pad followed by
+    an AveragePool that counts only the (now real) padded cells."""
+    try:
+        attrs = _pool_attrs(ctx, op, xs, ys, counts_pads=bool(op.count_include_pad))
+    except ExportError:
+        if not (op.ceil_mode and op.count_include_pad):
+            raise
+        nd = len(op.kernel_size)
+        r = xs[0].ndim
+        full = [0] * (2 * r)
+        full[r - nd : r] = op.pads[:nd]
+        full[2 * r - nd :] = op.pads[nd:]
+        padded = ctx.node("Pad", [ins[0], ctx.ints(full, "pads"), ctx.const(np.zeros((), xs[0].dtype))], 1)[0]
+        shape = list(xs[0].shape)
+        for i in range(nd):
+            shape[2 + i] += op.pads[i] + op.pads[i + nd]
+        inner = _PadView(op, nd)
+        attrs = _pool_attrs(ctx, inner, [np.empty(shape, np.int8)], ys)
+        ctx.node("AveragePool", [padded], outs, count_include_pad=0, **attrs)
+        return
+    ctx.node("AveragePool", ins, outs, count_include_pad=int(op.count_include_pad), **attrs)
+
+
+class _PadView:
+    """The geometry of a pooling after its padding was applied explicitly."""
+
+    def __init__(self, op: Any, nd: int):
+        self.kernel_size = op.kernel_size
+        self.stride = op.stride
+        self.pads = (0,) * (2 * nd)
+        self.ceil_mode = op.ceil_mode
 
 
 def convert_global_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:

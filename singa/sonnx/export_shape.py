@@ -244,7 +244,7 @@ def convert_getitem(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list
     arrays = [
         (i, k) for i, k in enumerate(key) if not (isinstance(k, builtins.slice) and k == builtins.slice(None))
     ]
-    if len(arrays) == 1 and Ellipsis not in key and None not in key:
+    if len(arrays) == 1 and not any(k is Ellipsis or k is None for k in key):
         i, k = arrays[0]
         k = np.asarray(k.get() if hasattr(k, "get") else k)
         if k.dtype.kind in "iu":

@@ -164,7 +164,8 @@ def align(t1: Tracer, t2: Tracer, b1: int, b2: int) -> None:
             where = f" in layer {a.layer}" if a.layer else ""
             raise TraceError(
                 f"ONNX export: forward runs different operators at batch sizes {b1} and {b2} "
-                f"(operator #{i}: {type(a.op).__name__}{where} vs {type(b.op).__name__}); "
+                f"(operator #{i}: {type(a.op).__name__}{where} with {len(a.ins)} inputs and {len(a.outs)} "
+                f"outputs vs {type(b.op).__name__} with {len(b.ins)} and {len(b.outs)}); "
                 "export with dynamic_batch=False"
             )
     if len(r1) != len(r2):
