@@ -341,9 +341,11 @@ def test_pooling_ceil_mode_grid(opset):
         (2, 3), (2, 3), (0, (1, 0, 0, 1)), (False, True), (5, 6), (5, 6)
     ):
         make = lambda b, h=h, w=w: [rand((b, 2, h, w))]  # noqa: E731
-        check_export(lambda x: autograd.avg_pool_2d(x, k, s, p, True, cip), make, tol=1e-5, opset=opset)
+        avg = lambda x, k=k, s=s, p=p, c=cip: autograd.avg_pool_2d(x, k, s, p, True, c)  # noqa: E731
+        check_export(avg, make, tol=1e-5, opset=opset)
         if cip:
-            check_export(lambda x: autograd.max_pool_2d(x, k, s, p, True), make, tol=1e-5, opset=opset)
+            mx = lambda x, k=k, s=s, p=p: autograd.max_pool_2d(x, k, s, p, True)  # noqa: E731
+            check_export(mx, make, tol=1e-5, opset=opset)
 
 
 @pytest.mark.parametrize("labels", ["index", "onehot"])

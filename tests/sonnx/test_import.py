@@ -145,7 +145,7 @@ def test_hand_written_graph_with_shape_arithmetic():
     assert set(sm.buffers) == {"zero", "ax0", "minus1", "lo"}
 
 
-# ----- round trips -------------------------------------------------------------------------------------------
+# ----- round trips --------------------------------------------------------------------------------
 def test_roundtrip_cnn():
     net, _ = exported_cnn()
     roundtrip(net, images)
@@ -181,7 +181,7 @@ def test_roundtrip_losses_and_training_graph():
     roundtrip(f, lambda b: [rand((b, 6)), np.eye(4, dtype=np.float32)[np.arange(b) % 4]])
 
 
-# ----- SONNXModel -----------------------------------------------------------------------------------------------
+# ----- SONNXModel --------------------------------------------------------------------------------
 def test_sonnx_model_parameters_and_buffers():
     net, m = exported_cnn()
     sm = sonnx.SONNXModel(m)
