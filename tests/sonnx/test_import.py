@@ -231,3 +231,17 @@ def test_sonnx_model_aux_output_and_reexport():
     again = check_export(sm, images)  # an imported model exports again
     assert {i.name for i in again.graph.initializer} == set(sm.get_states())
     assert out.shape == (3, 4)
+
+
+def test_sonnx_model_in_graph_mode_trains_like_eager():
+    _, m = exported_cnn()
+    x = tensor.from_numpy(images(6)[0])
+    y = tensor.from_numpy((np.arange(6) % 4).astype(np.int64))
+    curves = []
+    for graph in (False, True):
+        sm = sonnx.SONNXModel(m)
+        sm.set_optimizer(opt.SGD(lr=0.05, momentum=0.9))
+        sm.compile([x], is_train=True, use_graph=graph)
+        curves.append([float(sm(x, y)[1]) for _ in range(4)])
+    np.testing.assert_allclose(curves[1], curves[0], rtol=1e-5)
+    assert curves[0][-1] < curves[0][0]

@@ -28,7 +28,7 @@ def test_zoo_model_exports_and_round_trips(name, channels, size):
     def make(b):
         return [rand((b, channels, size, size))]
 
-    onnx_model = check_export(m, make, batches=(2, 3))
+    onnx_model = check_export(m, make, batches=(1, 3))  # traced at batch 1, as the CLI does
     names = {i.name for i in onnx_model.graph.initializer}
     assert names == set(m.get_states())
     rep = sonnx.prepare(onnx_model)
