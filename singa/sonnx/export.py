@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from singa.sonnx import trace
 from singa.tensor import Tensor
@@ -577,7 +577,7 @@ __all__ = [
     "DEFAULT_OPSET",
     "ExportContext",
     "ExportError",
-    "TensorProto",
+    "batch_aware",
     "export_model",
     "max_opset",
     "onnx_dtype",
