@@ -20,6 +20,7 @@ training = False
 
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
+from singa.autograd.conv_transpose import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403
 from singa.autograd.elementwise import *  # noqa: E402,F403
 from singa.autograd.engine import (  # noqa: E402
