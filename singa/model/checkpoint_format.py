@@ -21,6 +21,7 @@ import numpy as np
 
 from singa.model.checkpoint_unzip import Window, load_json, open_zip, read_array, read_member, scan_npz
 from singa.model.checkpoint_zip import (
+    SYNC_EVERY,
     CheckpointError,
     Hasher,
     ZipWriter,
@@ -119,9 +120,10 @@ def write_checkpoint(
     estimate = sum(e.array.nbytes * 1.01 + 2 * len(e.key) + 1024 for e in entries) + 65536
 
     def write(f: Any) -> None:
-        out = _Out(f)
+        out = _Out(f, SYNC_EVERY)
         zw = ZipWriter(out, created.timestamp())
         hasher = Hasher()
+        ok = False
         try:
             handle = zw.begin_stored(TENSOR_DICT, zip64=estimate >= 0xFFFFFFFF)
             out.crc = 0
@@ -144,8 +146,10 @@ def write_checkpoint(
             }
             zw.add_bytes(METADATA, json.dumps(meta, indent=1).encode("utf-8"))
             zw.finish()
+            ok = True
         finally:
             hasher.close()
+            out.close(check=ok)
 
     return atomic_write(fpath, write)
 
@@ -349,7 +353,7 @@ def _read(f: Any, size: int, path: str, label: str, load: bool, limit: int) -> C
         arrays[key] = m
     if version >= 1:
         problems += [f"{METADATA} lists {k!r}, which is not stored" for k in meta["arrays"] if k not in npys]
-        clash = sorted(k for k in extra["aux"] if k in arrays)
+        clash = sorted(k for k in extra["aux"] if k in arrays and arrays[k].state_type == AUX_STATE)
         problems += [f"aux state {k!r} is stored both as an array and as a JSON value" for k in clash]
         if extra["optimizer"] is None and any(m.state_type == OPTIMIZER_STATE for m in arrays.values()):
             problems.append("optimizer slots are stored without optimizer states")

@@ -97,7 +97,8 @@ class PendingLoad:
             for a in list(args) + list(kwargs.values()):
                 if isinstance(a, Tensor) and a.device not in devs and pending.protect_rng:
                     devs.append(a.device)
-            saved = [(dv, dv.get_rng_state()) for dv in devs]
+            # a GPU generator can only be reseeded, which would rewind it: leave it alone
+            saved = [(dv, dv.get_rng_state()) for dv in devs if not dv.is_gpu]
             try:
                 (orig if had else type(layer).initialize.__get__(layer))(*args, **kwargs)
             finally:

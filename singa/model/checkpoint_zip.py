@@ -41,6 +41,7 @@ __all__ = ["CheckpointError"]
 CHUNK = 16 << 20  # bytes per read/hash step of a large array
 HASH_INLINE = 1 << 20  # arrays below this are hashed on the calling thread
 HASH_LANES = 2  # worker threads hashing different arrays at once (at most the CPU count)
+SYNC_EVERY = 32 << 20  # bytes written between background flushes of a save
 MAX_JSON_BYTES = 64 << 20
 MAX_NDIM = 64
 _U32 = 0xFFFFFFFF
@@ -185,12 +186,18 @@ def _dos_time(t: float) -> tuple[int, int]:
 
 class Out:
     """Sequential writer on a raw file that tracks the position and, while ``crc``
-    is not None, the CRC-32 of everything written."""
+    is not None, the CRC-32 of everything written. Every ``SYNC_EVERY`` bytes it
+    starts an ``fdatasync`` on a background thread, so the disk works while the next
+    arrays are hashed and written and the final fsync has little left to do."""
 
-    def __init__(self, f: Any):
+    def __init__(self, f: Any, sync_every: int = 0):
         self.f = f
         self.pos = 0
         self.crc: int | None = None
+        self._sync_every = sync_every
+        self._since = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._sync: Future | None = None
 
     def write(self, data: Any, crc: int | None = None) -> None:
         mv = memoryview(data)
@@ -204,11 +211,33 @@ class Out:
                 raise OSError("write returned no progress")
             mv = mv[k:]
         self.pos += n
+        self._since += n
+        if self._sync_every and self._since >= self._sync_every and (self._sync is None or self._sync.done()):
+            self._since = 0
+            if self._sync is not None:
+                self._sync.result()  # raise a failed flush now
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="singa-ckpt-sync")
+            self._sync = self._pool.submit(_fdatasync, self.f.fileno())
 
     def patch(self, pos: int, data: bytes) -> None:
         self.f.seek(pos)
         self.f.write(data)
         self.f.seek(self.pos)
+
+    def close(self, check: bool = True) -> None:
+        """Wait for the background flush; with ``check``, raise its error."""
+        sync, pool = self._sync, self._pool
+        self._sync = self._pool = None
+        try:
+            if sync is not None and check:
+                sync.result()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 @dataclass

@@ -66,7 +66,9 @@ def test_sigkill_during_saves_never_leaves_a_broken_file(tmp_path):
     path = str(tmp_path / "ckpt.zip")
     model = Big()
     fill(model, 0)
+    t0 = time.perf_counter()
     ck.save_layer(model, path, {"i": 0})
+    t_save = time.perf_counter() - t0  # kill within ~3 saves: mostly mid-save, some complete
     rng = random.Random(0)
     seen, leftovers, start = {0}, 0, 1
     deadline = time.monotonic() + 4.0
@@ -75,7 +77,7 @@ def test_sigkill_during_saves_never_leaves_a_broken_file(tmp_path):
         pid = os.fork()
         if pid == 0:
             _saver_loop(path, start)
-        time.sleep(rng.uniform(0.0, 0.15))
+        time.sleep(rng.uniform(0.0, 3 * t_save + 0.02))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         kills += 1
