@@ -1,19 +1,13 @@
-"""Storage layer of :mod:`singa.model.checkpoint`: the zip writer, the atomic file
-replacement and the validating reader (private; the layout is documented in
-``docs/checkpoint-format.md``).
+"""Writing primitives of :mod:`singa.model.checkpoint` (private; the layout is
+documented in ``docs/checkpoint-format.md``): the zip writer, ``.npy`` headers, the
+SHA-256 hashing lanes and the atomic file replacement.
 
-Writing: arrays go into ``tensor_dict.npz`` (a zip of ``.npy`` members, itself a
-STORED member of the outer zip) straight from their memory, without intermediate
-copies. Every member's CRC-32 is computed once (the outer member's CRC is combined
-from its pieces) and the SHA-256 digests run on a worker thread while the main
-thread writes. The file is written to a temporary name next to the target,
-fsync'ed and renamed over it.
-
-Reading: members are never extracted. Zip structures are parsed with
-:mod:`zipfile` and checked (names, flags, declared sizes, overlaps); STORED arrays
-are read with ``readinto`` straight into their final numpy buffer and hashed on a
-worker thread; ``.npy`` headers are parsed here (no pickle, no object dtypes).
-Any problem raises :class:`CheckpointError`.
+Arrays go into ``tensor_dict.npz`` (a zip of ``.npy`` members, itself a STORED
+member of the outer zip) straight from their memory, without intermediate copies.
+Every member's CRC-32 is computed once (the outer member's CRC is combined from its
+pieces with :func:`crc32_combine`) and the SHA-256 digests run on worker threads
+while the main thread writes. The file is written to a temporary name next to the
+target, flushed (in the background while writing, then fsync'ed) and renamed over it.
 """
 
 from __future__ import annotations

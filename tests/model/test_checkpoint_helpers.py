@@ -51,7 +51,8 @@ def fake_grads(layer, opt, steps=2, seed=3):
     rng = np.random.default_rng(seed)
     for _ in range(steps):
         for p in layer.get_params().values():
-            opt.update(p, Tensor(data=rng.standard_normal(p.shape).astype(p.dtype), dtype=p.dtype))
+            g = rng.standard_normal(p.shape).astype(p.dtype)
+            opt.update(p, Tensor(data=g, dtype=p.dtype, device=p.device))
         opt.step()
 
 

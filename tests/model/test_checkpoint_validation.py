@@ -383,3 +383,21 @@ def test_big_endian_arrays_are_converted(tmp_path, saved):
     ck.load_model(m, rebuild(tmp_path / "be.zip", parts, inner))
     np.testing.assert_array_equal(m.a.W.to_numpy(), w)
     assert m.a.W.dtype == np.float32 and m.a.W.dtype.isnative
+
+
+def test_a_zip_that_is_not_a_checkpoint(tmp_path):
+    p = tmp_path / "other.zip"
+    p.write_bytes(zip_bytes({"hello.txt": b"hi"}))
+    expect_error(fresh_model(), p, "not a checkpoint.*missing member 'states_attr.json'")
+
+
+def test_npy_version_2_headers_are_read(tmp_path, saved):
+    parts = members(saved)
+    inner = npz_members(parts["tensor_dict.npz"])
+    w = read_checkpoint(saved).values["a.W"]
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, w, version=(2, 0))
+    inner["a.W.npy"] = buf.getvalue()
+    m = fresh_model()
+    ck.load_model(m, rebuild(tmp_path / "v2npy.zip", parts, inner))
+    np.testing.assert_array_equal(m.a.W.to_numpy(), w)
