@@ -52,8 +52,8 @@ from singa.model.checkpoint_format import (
     Contents,
     read_checkpoint,
 )
+from singa.model.checkpoint_io import CheckpointError
 from singa.model.checkpoint_lazy import CheckpointWarning
-from singa.model.checkpoint_zip import CheckpointError
 from singa.tensor import Tensor
 
 __all__ = [

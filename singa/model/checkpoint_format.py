@@ -9,28 +9,27 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import io
 import json
 import math
 import os
+import time
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from singa.model.checkpoint_unzip import Window, load_json, open_zip, read_array, read_member, scan_npz
-from singa.model.checkpoint_zip import (
-    SYNC_EVERY,
+from singa.model.checkpoint_io import (
     CheckpointError,
-    Hasher,
-    ZipWriter,
     atomic_write,
     check_dtype,
-    resolve,
-    write_npy_member,
+    open_zip,
+    read_member,
+    read_npz,
+    write_npz,
+    zipinfo,
 )
-from singa.model.checkpoint_zip import Out as _Out
 
 FORMAT = "singa-checkpoint"
 FORMAT_VERSION = 1
@@ -117,23 +116,13 @@ def write_checkpoint(
     extra_b = json.dumps({"aux": aux_values, "optimizer": optimizer, "rng": rng, "device": device}).encode()
     from singa import __version__
 
-    estimate = sum(e.array.nbytes * 1.01 + 2 * len(e.key) + 1024 for e in entries) + 65536
+    when = time.localtime(created.timestamp())[:6]
 
     def write(f: Any) -> None:
-        out = _Out(f, SYNC_EVERY)
-        zw = ZipWriter(out, created.timestamp())
-        hasher = Hasher()
-        ok = False
-        try:
-            handle = zw.begin_stored(TENSOR_DICT, zip64=estimate >= 0xFFFFFFFF)
-            out.crc = 0
-            inner = ZipWriter(out, created.timestamp())
-            shas = {e.key: write_npy_member(inner, e.key, e.array, hasher, compress) for e in entries}
-            inner.finish()
-            crc, out.crc = out.crc, None
-            zw.end_stored(handle, crc)
-            zw.add_bytes(STATES_ATTR, attrs_b, compress)
-            zw.add_bytes(EXTRA_STATES, extra_b, compress)
+        with zipfile.ZipFile(f, "w") as zf:
+            shas = write_npz(f, zf, TENSOR_DICT, when, [(e.key, e.array) for e in entries], compress)
+            zf.writestr(zipinfo(STATES_ATTR, when, compress), attrs_b)
+            zf.writestr(zipinfo(EXTRA_STATES, when, compress), extra_b)
             meta = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -141,15 +130,10 @@ def write_checkpoint(
                 "created": created.isoformat(timespec="seconds"),
                 "compression": "deflated" if compress else "stored",
                 "device": device,
-                "arrays": {k: resolve(v) for k, v in shas.items()},
+                "arrays": shas,
                 "members": {STATES_ATTR: _sha(attrs_b), EXTRA_STATES: _sha(extra_b)},
             }
-            zw.add_bytes(METADATA, json.dumps(meta, indent=1).encode("utf-8"))
-            zw.finish()
-            ok = True
-        finally:
-            hasher.close()
-            out.close(check=ok)
+            zf.writestr(zipinfo(METADATA, when, False), json.dumps(meta, indent=1).encode("utf-8"))
 
     return atomic_write(fpath, write)
 
@@ -170,24 +154,12 @@ def read_checkpoint(fpath: Any, load: bool = True, max_bytes: int | None = None)
     path = os.fspath(fpath)
     label = repr(path)
     limit = default_max_bytes() if max_bytes is None else max_bytes
-    with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
+    with open(path, "rb") as f:
         try:
-            return _read(f, size, path, label, load, limit)
+            return _read(f, path, label, load, limit)
         except CheckpointError:
             raise
-        except (
-            MemoryError,
-            RecursionError,
-            ValueError,
-            TypeError,
-            KeyError,
-            IndexError,
-            OSError,
-            EOFError,
-        ) as e:
-            raise CheckpointError(f"{label} is not a readable checkpoint ({type(e).__name__}: {e})") from e
-        except Exception as e:  # zipfile and zlib raise a variety of errors on corrupt input
+        except Exception as e:  # zipfile, zlib and numpy raise a variety of errors on corrupt input
             raise CheckpointError(f"{label} is not a readable checkpoint ({type(e).__name__}: {e})") from e
 
 
@@ -195,6 +167,13 @@ def _fail(label: str, problems: Iterable[str]) -> None:
     problems = list(problems)
     if problems:
         raise CheckpointError(f"{label}: " + "; ".join(problems))
+
+
+def load_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{what} is not valid JSON ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _is_int(v: Any) -> bool:
@@ -289,8 +268,8 @@ def _attr_meta(key: str, attr: Any, version: int, problems: list[str]) -> ArrayM
     return meta
 
 
-def _read(f: Any, size: int, path: str, label: str, load: bool, limit: int) -> Contents:
-    zf, members = open_zip(f, size, label, limit + (1 << 30))
+def _read(f: Any, path: str, label: str, load: bool, limit: int) -> Contents:
+    zf, members = open_zip(f, label, limit + (1 << 30))
     names = set(members)
     if METADATA in members:
         meta = load_json(read_member(zf, members[METADATA], label), f"{label}: {METADATA}")
@@ -320,16 +299,7 @@ def _read(f: Any, size: int, path: str, label: str, load: bool, limit: int) -> C
     if not isinstance(attrs, dict):
         raise CheckpointError(f"{label}: {STATES_ATTR} is not a dict")
 
-    td = members[TENSOR_DICT]
-    if td.stored:
-        inner_f: Any = Window(f, td.data_offset, td.info.file_size)
-        inner_size = td.info.file_size
-    else:
-        data = read_member(zf, td, label, limit + (1 << 30))
-        inner_f, inner_size = io.BytesIO(data), len(data)
-    npz_label = f"{label}: {TENSOR_DICT}"
-    izf, imembers = open_zip(inner_f, inner_size, npz_label, limit)
-    npys = scan_npz(izf, inner_f, imembers, npz_label)
+    npys = read_npz(f, zf, members[TENSOR_DICT], label, limit, load, check_crc=version == 0)
 
     arrays: dict[str, ArrayMeta] = {}
     problems = [f"array {k!r} has no entry in {STATES_ATTR}" for k in npys if k not in attrs]
@@ -359,34 +329,22 @@ def _read(f: Any, size: int, path: str, label: str, load: bool, limit: int) -> C
             problems.append("optimizer slots are stored without optimizer states")
     _fail(label, problems)
 
-    values: dict[str, np.ndarray] = {}
-    if load:
-        hasher = Hasher()
-        shas = {}
-        try:
-            for key, a in npys.items():
-                values[key], shas[key] = read_array(
-                    izf, inner_f, a, hasher, f"{label}: array {key!r}", version == 0
-                )
-            shas = {k: resolve(v) for k, v in shas.items()}
-        finally:
-            hasher.close()
-        if version >= 1:
-            _fail(
-                label,
-                [
-                    f"checksum mismatch for array {k!r} (expected SHA-256 {arrays[k].sha256[:16]}..., "
-                    f"found {v[:16]}...; corrupt file)"
-                    for k, v in shas.items()
-                    if v != arrays[k].sha256
-                ],
-            )
+    if load and version >= 1:
+        _fail(
+            label,
+            [
+                f"checksum mismatch for array {k!r} (expected SHA-256 {arrays[k].sha256[:16]}..., "
+                f"found {a.sha256[:16]}...; corrupt file)"
+                for k, a in npys.items()
+                if a.sha256 != arrays[k].sha256
+            ],
+        )
     return Contents(
         path=path,
         format_version=version,
         metadata=meta,
         arrays=arrays,
-        values=values,
+        values={k: a.array for k, a in npys.items()} if load else {},
         aux_values=extra["aux"],
         optimizer=extra["optimizer"],
         rng=extra["rng"],

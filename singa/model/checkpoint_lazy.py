@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.model.checkpoint_zip import CheckpointError
+from singa.model.checkpoint_io import CheckpointError
 from singa.tensor import Tensor
 
 _ATTR = "_checkpoint_pending"

@@ -19,8 +19,7 @@ from singa.model.checkpoint_format import (
     ArrayEntry,
     write_checkpoint,
 )
-from singa.model.checkpoint_unzip import safe_name
-from singa.model.checkpoint_zip import CheckpointError, check_dtype
+from singa.model.checkpoint_io import CheckpointError, check_dtype, safe_name
 from singa.tensor import Tensor
 
 _MAX_JSON_DEPTH = 100

@@ -245,7 +245,18 @@ def test_checksum_mismatch_names_the_array(tmp_path, saved):
     assert "a.W" not in msg
     with pytest.raises(CheckpointError):
         ck.read_arrays(p)
-    ck.read(p)  # without verify the structure alone is fine
+
+
+def test_read_without_verify_does_not_read_array_data(tmp_path):
+    big = np.arange(100_000, dtype=np.float32)
+    ck.save_layer(Net(), tmp_path / "c.zip", {"big": big})
+    raw = bytearray((tmp_path / "c.zip").read_bytes())
+    raw[raw.find(big.tobytes()) + 200_000] ^= 0x01
+    p = tmp_path / "flip.zip"
+    p.write_bytes(bytes(raw))
+    assert ck.read(p).arrays["big"].shape == (100_000,)  # the structure alone is fine
+    with pytest.raises(CheckpointError, match="checksum mismatch for array 'big'"):
+        ck.read(p, verify=True)
 
 
 def test_json_member_corruption_is_detected(tmp_path, saved):
