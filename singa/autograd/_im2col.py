@@ -178,6 +178,17 @@ def col2im_nhwc(
             dx[:, hs, ws] += dcols[:, :, :, :, i, j]
 
 
+def col2im_offsets(
+    dcols: Any, dx: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
+) -> None:
+    """Add the columns ``dcols`` (kh, kw, N, OH, OW, C) back into ``dx`` (N, Hp, Wp, C)."""
+    for i in range(kh):
+        hs = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+        for j in range(kw):
+            ws = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            dx[:, hs, ws] += dcols[i, j]
+
+
 def col2im_kmajor(
     dcols: Any, dx: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
 ) -> None:
@@ -209,6 +220,7 @@ _POOL_BYTES = 256 * 1024 * 1024
 _PER_KEY = 4
 _pool: OrderedDict = OrderedDict()
 _pool_bytes = 0
+_pool_lock = threading.Lock()
 
 
 def _first_free(lst: list, free_refs: int) -> Any:
@@ -235,10 +247,14 @@ def scratch(xp: Any, shape: tuple, dtype: Any) -> Any:
     """An uninitialised array of ``shape``/``dtype`` from the pool (numpy; a plain
     ``xp.empty`` otherwise). It is never handed out again while anything but the pool
     refers to it, so it may be cached or returned like any new array."""
-    global _pool_bytes
     if xp is not np:
         return xp.empty(shape, dtype=dtype)
-    dtype = np.dtype(dtype)
+    with _pool_lock:
+        return _scratch(shape, np.dtype(dtype))
+
+
+def _scratch(shape: tuple, dtype: Any) -> Any:
+    global _pool_bytes
     key = (tuple(shape), dtype.str)
     lst = _pool.get(key)
     if lst is not None:
@@ -262,26 +278,24 @@ def scratch(xp: Any, shape: tuple, dtype: Any) -> Any:
 def clear_scratch() -> None:
     """Drop every pooled array (arrays still in use stay valid)."""
     global _pool_bytes
-    _pool.clear()
-    _pool_bytes = 0
+    with _pool_lock:
+        _pool.clear()
+        _pool_bytes = 0
 
 
 # ----- threads --------------------------------------------------------------------------
 # Elementwise numpy work (im2col copies, col2im, pooling) runs on one core while BLAS
-# uses all of them. split_batch() cuts such work along the batch axis and runs the
-# parts on a few worker threads plus the calling thread; numpy releases the GIL in its
-# loops, so the parts run in parallel. SINGA_NUM_THREADS=1 turns this off.
+# uses all of them. split_batch() can cut such work along the batch axis and run the
+# parts on worker threads plus the calling thread (numpy releases the GIL in its
+# loops). In isolation this halves col2im on 2 cores, but in the full MNIST CNN step
+# on the 2-core machines it gained nothing measurable (OpenBLAS's own threads keep the
+# second core busy between products), so it is off by default: set
+# SINGA_NUM_THREADS=n (or this module's ``num_threads``) to enable it.
 
 
 def _default_threads() -> int:
     env = os.environ.get("SINGA_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, 4))
+    return max(1, min(int(env), 16)) if env else 1
 
 
 num_threads = _default_threads()

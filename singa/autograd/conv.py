@@ -1,19 +1,24 @@
 """Convolution: :func:`conv2d` (stride, asymmetric padding, dilation, groups).
 
-The convolution is one matrix product per call (per group): the input windows are
-copied once into a column matrix (im2col through a strided view) and multiplied by
-the reshaped filters. Two column layouts are used:
+Forward is one matrix product per call (per group): the input windows are copied
+once into a column matrix (im2col through a strided view) and multiplied by the
+reshaped filters. Two column layouts are used:
 
 - pixel-major, (N*OH*OW, kh*kw*C) from an NHWC view of the input: the general case;
-- kernel-major, (C*kh*kw, N*OH*OW) from the NCHW input: for inputs with few channels
-  laid out NCHW (first layers, e.g. one grey-scale channel), where each copied row is
-  a run of OW contiguous pixels instead of C.
+- kernel-major, (C*kh*kw [+1], N*OH*OW) from the NCHW input, for inputs with few
+  channels laid out NCHW (first layers, e.g. one grey-scale channel): each copied row
+  is a run of OW contiguous pixels instead of C, and an extra row of ones carries the
+  bias through the product.
 
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
-whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling and
-elementwise operators keep that layout, which makes col2im and pooling much faster
-(see /work/shared/perf-notes.md). Column matrices are pooled scratch arrays
-(:func:`singa.autograd._im2col.scratch`).
+whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling
+and elementwise operators keep that layout, which makes col2im and pooling much
+faster (see /work/shared/perf-notes.md, note 2). Backward: dW is one product with
+the cached columns; dx (skipped when the input needs no gradient, e.g. the first
+layer) is one product per kernel offset, (N*OH*OW, O) @ (O, C), added into the
+padded NHWC gradient by contiguous blocks (col2im). Large arrays come from the
+buffer pool of :mod:`singa.autograd._im2col` (copies can optionally be split across
+threads along the batch: :func:`singa.autograd._im2col.split_batch`).
 """
 
 from __future__ import annotations
@@ -123,7 +128,7 @@ class Convolution2D(Operation):
                 W.shape,
                 kmajor,
                 cols if self.needs_grad[1] else None,
-                wk if self.needs_grad[0] else None,
+                (W if g == 1 and not kmajor else wk) if self.needs_grad[0] else None,
             )
         return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
@@ -170,15 +175,25 @@ class Convolution2D(Operation):
                         dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
                     )  # (G, O/G, kh*kw*C/G)
                 dW = xp.ascontiguousarray(dwk.reshape(o, kh, kw, cg).transpose(0, 3, 1, 2))
-            if wk is not None:
-                if g == 1:
-                    dcols = im.scratch(xp, (m, kg), dy.dtype)
-                    xp.matmul(dyh, wk[0].T, out=dcols)
-                    dc7 = dcols.reshape(n, oh, ow, 1, kh, kw, cg)
-                else:
-                    dcols = im.scratch(xp, (g, m, kg), dy.dtype)
-                    xp.matmul(dyh.reshape(m, g, og).transpose(1, 0, 2), wk.transpose(0, 2, 1), out=dcols)
-                    dc7 = dcols.reshape(g, n, oh, ow, kh, kw, cg).transpose(1, 2, 3, 0, 4, 5, 6)
+            if wk is not None and g == 1:
+                # one product per kernel offset: dcols (kh, kw, M, C), so that col2im adds
+                # contiguous (OW, C) blocks (2x faster than columns laid out (M, kh*kw*C))
+                wb = wk.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)  # wk is W here
+                dcols = im.scratch(xp, (kh * kw, m, c), dy.dtype)
+                xp.matmul(dyh[None], wb, out=dcols)
+                dc6 = dcols.reshape(kh, kw, n, oh, ow, c)
+                dxh = im.scratch(xp, (n, hp, wp, c), dy.dtype)
+
+                def col2im(i0, i1):
+                    dxh[i0:i1] = 0
+                    im.col2im_offsets(dc6[:, :, i0:i1], dxh[i0:i1], *geo)
+
+                im.split_batch(xp, col2im, n, dcols.size)
+                dx = dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
+            elif wk is not None:
+                dcols = im.scratch(xp, (g, m, kg), dy.dtype)
+                xp.matmul(dyh.reshape(m, g, og).transpose(1, 0, 2), wk.transpose(0, 2, 1), out=dcols)
+                dc7 = dcols.reshape(g, n, oh, ow, kh, kw, cg).transpose(1, 2, 3, 0, 4, 5, 6)
                 dxh = im.scratch(xp, (n, hp, wp, c), dy.dtype)
                 dx5 = dxh.reshape(n, hp, wp, g, cg)
 

@@ -127,25 +127,29 @@ class MaxPooling2D(_Pooling):
         last = len(slices) - 1
 
         def part(a, b):
-            xs, ys, d = xpad[a:b], y[a:b], dxp[a:b]
+            xs, ys, d, g = xpad[a:b], y[a:b], dxp[a:b], dy[a:b]
             if not covered:
                 d[...] = 0
-            r = dy[a:b]  # the gradient not yet given to a cell (first maximum wins)
+            # found: windows whose maximum already took the gradient (first one wins)
+            found = im.pooled_like(ys, ys.shape, xp, dtype=bool)
+            m = im.pooled_like(ys, ys.shape, xp, dtype=bool) if last else found
+            tmp = None if disjoint else im.pooled_like(ys, ys.shape, xp, dtype=g.dtype)
             for k, (hs, ws) in enumerate(slices):
-                m = xs[:, :, hs, ws] == ys
-                dv = d[:, :, hs, ws]
-                if disjoint:
-                    xp.multiply(r, m, out=dv)
-                    taken = dv
-                else:
-                    taken = r * m
-                    dv += taken
                 if k == 0:
-                    r = r - taken
-                elif k < last:
-                    r -= taken
+                    xp.equal(xs[:, :, hs, ws], ys, out=found)
+                    mk = found
+                else:
+                    xp.equal(xs[:, :, hs, ws], ys, out=m)
+                    xp.greater(m, found, out=m)  # m and not found
+                    mk = m
+                    if k < last:
+                        xp.logical_or(found, m, out=found)
+                if disjoint:
+                    xp.multiply(g, mk, out=d[:, :, hs, ws])
+                else:
+                    d[:, :, hs, ws] += xp.multiply(g, mk, out=tmp)
 
-        im.split_batch(xp, part, n, dxp.size + y.size * len(slices) * 3)
+        im.split_batch(xp, part, n, dxp.size + y.size * len(slices) * 2)
         return self._from4(self._crop(dxp, h, w))
 
 

@@ -281,3 +281,30 @@ def test_scratch_pool_reuses_only_free_arrays():
     assert im.scratch(np, (3, 5), np.float32) is ref()  # a free array is reused
     assert im.scratch(np, (3, 5), np.float64).dtype == np.float64
     im.clear_scratch()
+
+
+def _gpu():
+    pytest.importorskip("cupy")
+    from singa import device
+
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    return device.create_cuda_gpu()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6], CONFIGS[7]])
+def test_gpu_matches_cpu(cfg):
+    gpu = _gpu()
+    rng = np.random.default_rng(11)
+    x, w, b = make(cfg, rng, np.float32)
+    dy = rng.standard_normal(ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), *cfg[5:]).shape).astype(np.float32)
+    res = []
+    for dev in (None, gpu):
+        ts = [Tensor(data=a, device=dev, requires_grad=True, stores_grad=True) for a in (x, w)]
+        tb = None if b is None else Tensor(data=b, device=dev, requires_grad=True, stores_grad=True)
+        y = autograd.conv2d(ts[0], ts[1], tb, *cfg[3:])
+        g = autograd.gradients(y, Tensor(data=dy, device=dev))
+        res.append([y.to_numpy()] + [g[t].to_numpy() for t in ts + ([tb] if tb is not None else [])])
+    for a, c in zip(*res):
+        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4)

@@ -292,3 +292,29 @@ def test_two_live_outputs_do_not_share_memory():
     g2 = autograd.gradients(y2, np.ones(y2.shape))[t2].to_numpy()
     assert g1.sum() == y1.size() and g2.sum() == y2.size()
     np.testing.assert_array_equal(y2.to_numpy(), ref_pool(x2, "max", 2))
+
+
+@pytest.mark.gpu
+def test_gpu_matches_cpu():
+    pytest.importorskip("cupy")
+    from singa import device
+
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    gpu = device.create_cuda_gpu()
+    x = distinct(np.random.default_rng(12), (2, 3, 7, 9)).astype(np.float32)
+    fns = [
+        lambda t: autograd.max_pool_2d(t, 3, 2, 1, True),
+        lambda t: autograd.max_pool_2d(t, 2),
+        lambda t: autograd.avg_pool_2d(t, 3, 2, (1, 0, 1, 1), True, False),
+        autograd.global_avg_pool,
+    ]
+    for f in fns:
+        res = []
+        for dev in (None, gpu):
+            t = Tensor(data=x, device=dev, requires_grad=True, stores_grad=True)
+            y = f(t)
+            dy = Tensor(data=np.linspace(-1, 1, y.size()).reshape(y.shape).astype(np.float32), device=dev)
+            res.append((y.to_numpy(), autograd.gradients(y, dy)[t].to_numpy()))
+        np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-5, atol=1e-6)
