@@ -216,6 +216,8 @@ class Model(Layer):
         leaves: list = []
         template = flatten_outputs(result, leaves)
         graph = Graph(rec, template, [t.data for t in leaves], self.sequential)
+        del rec
+        _release_trace_buffers()
         checks = [(t, t.data) for t in self.get_states().values()]
         self._graphs[key] = (graph, checks)
         while len(self._graphs) > MAX_GRAPHS:
@@ -243,3 +245,17 @@ class Model(Layer):
         from singa import sonnx
 
         return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+
+
+def _release_trace_buffers() -> None:
+    """A trace keeps every intermediate array alive until it is compiled, so the
+    operators' buffer pool (:func:`singa.autograd._im2col.scratch`) had to grow to
+    cover all of them at once; forget those buffers (arrays in use stay valid) so
+    replays start from a pool sized by their own needs, as eager steps do."""
+    try:
+        from singa.autograd import _im2col
+    except ImportError:  # pragma: no cover
+        return
+    clear = getattr(_im2col, "clear_scratch", None)
+    if clear is not None:
+        clear()
