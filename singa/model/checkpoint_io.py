@@ -5,10 +5,10 @@ hostile files harmless, and the atomic replacement of the file.
 A checkpoint is a zip whose first member, ``tensor_dict.npz``, is itself a zip of
 ``.npy`` members (``docs/checkpoint-format.md``). Saving writes that inner zip through
 the outer member (``ZipFile.open(name, "w")``) straight from the arrays' memory, while
-a worker thread computes each array's SHA-256 (hashlib releases the GIL). Loading
-checks every member's declared sizes and offsets before reading anything, then reads
-the arrays with ``numpy.lib.format.read_array`` (never pickle), hashing each one on a
-worker thread while the next one is read.
+a worker thread computes each member's SHA-256 (hashlib releases the GIL). Loading
+first checks every member's name, flags, declared sizes and offsets, then parses each
+``.npy`` header with numpy (never pickle) and reads the data into a new array, which a
+worker thread hashes while the next one is read.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def npy_header(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def write_npy(npz: zipfile.ZipFile, info: zipfile.ZipInfo, arr: np.ndarray, pool: ThreadPoolExecutor) -> Any:
+def write_npy(
+    npz: zipfile.ZipFile, info: zipfile.ZipInfo, arr: np.ndarray, pool: ThreadPoolExecutor
+) -> Future | str:
     """Add ``arr`` (C- or F-contiguous) to ``npz`` as a ``.npy`` member, written from its
     memory; returns the member's SHA-256 (maybe a Future computed on ``pool``)."""
     header, data = npy_header(arr), _memory_bytes(arr)
@@ -267,10 +269,10 @@ class _Slice:
         self._pos = max(0, pos + (0, self._pos, self._size)[whence])
         return self._pos
 
-    def read(self, n: int | None = -1) -> bytes:
+    def read(self, n: int = -1) -> bytes:
         left = max(0, self._size - self._pos)
         self._f.seek(self._start + self._pos)
-        data = self._f.read(left if n is None or n < 0 else min(n, left))
+        data = self._f.read(left if n < 0 else min(n, left))
         self._pos += len(data)
         return data
 
