@@ -1,0 +1,373 @@
+"""``singa-train``: train a zoo model on a dataset, evaluate or export a checkpoint.
+
+::
+
+    singa-train                                   # cnn on fashion-mnist-mini, 5 epochs
+    singa-train resnet8 --data cifar10 --epochs 10 --checkpoint ck.zip --log run.jsonl
+    singa-train --resume ck.zip                   # continue exactly where ck.zip stopped
+    singa-train evaluate ck.zip
+    singa-train export ck.zip --onnx model.onnx
+    singa-train --list
+
+Exit status: 0 on success, 1 for a failure (one line on stderr; ``--debug`` shows the
+traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
+from cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from singa import __version__, data, zoo
+
+__all__ = ["cli", "train", "evaluate", "export", "main"]
+
+_DATASETS = data.available_datasets()
+_CONFIG_FIELDS = set(config_keys())
+
+
+class _Cli(click.Group):
+    """A group whose default command is ``train``: ``singa-train [MODEL] [OPTIONS]``
+    trains, ``singa-train evaluate ...`` and ``singa-train export ...`` run the others."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["train", *args]
+        return super().parse_args(ctx, args)
+
+
+class _TrainContext(click.Context):
+    @property
+    def command_path(self) -> str:
+        """``singa-train`` rather than ``singa-train train`` (train is the default)."""
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class _TrainCommand(click.Command):
+    context_class = _TrainContext
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        prog = ctx.command_path
+        formatter.write(
+            f"Usage: {prog} [MODEL] [OPTIONS]\n       {prog} evaluate|export CHECKPOINT [OPTIONS]\n"
+        )
+
+
+@click.group("singa-train", cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Train, evaluate and export singa's zoo models (see `singa-train --help`)."""
+
+
+def _list_and_exit(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo("models (singa.zoo):")
+    for name in zoo.names():
+        click.echo(f"  {name:<12} {zoo.describe(name)}")
+    click.echo("datasets (singa.data):")
+    for name in _DATASETS:
+        info = data.dataset_info(name)
+        shape = "x".join(map(str, info.sample_shape))
+        where = {
+            "fashion-mnist-mini": "embedded subset of Fashion-MNIST (8000 train / 2000 val), no download",
+            "fashion-mnist": "downloaded, or the Debian package dataset-fashion-mnist",
+            "mnist": "downloaded from the canonical mirror",
+            "cifar10": "downloaded (binary version)",
+            "synthetic": "generated random class templates plus noise (1024 train / 256 test)",
+        }.get(name, "")
+        click.echo(f"  {name:<19} {info.num_classes} classes, {shape}; {where}")
+    ctx.exit(0)
+
+
+def _lr_help() -> str:
+    by_lr: dict[float, list[str]] = {}
+    for k, v in OPTIMIZER_DEFAULTS.items():
+        by_lr.setdefault(v[0], []).append(k)
+    return ", ".join(f"{lr:g} for {'/'.join(ks)}" for lr, ks in by_lr.items())
+
+
+def _model_type() -> click.Choice:
+    return click.Choice(zoo.names(), case_sensitive=False)
+
+
+@cli.command(
+    "train",
+    cls=_TrainCommand,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Also: `singa-train evaluate CHECKPOINT` and `singa-train export CHECKPOINT --onnx PATH` "
+    "(see their --help). Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted.",
+)
+@click.argument("model", required=False, type=_model_type(), metavar="MODEL")
+@click.option(
+    "--data",
+    type=click.Choice(_DATASETS, case_sensitive=False),
+    help="Dataset.  [default: fashion-mnist-mini]",
+)
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
+)
+@click.option(
+    "--download/--no-download", default=True, show_default=True, help="Download missing dataset files."
+)
+@click.option("--epochs", type=click.IntRange(min=1), default=TrainConfig.epochs, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=TrainConfig.batch_size, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0), help=f"Learning rate.  [default: {_lr_help()}]")
+@click.option(
+    "--momentum",
+    type=click.FloatRange(0, 1, max_open=True),
+    help="Momentum (sgd, rmsprop).  [default: 0.9 for sgd, 0 for rmsprop]",
+)
+@click.option(
+    "--weight-decay", type=click.FloatRange(min=0), help="Weight decay.  [default: 0.01 for adamw, else 0]"
+)
+@click.option(
+    "--optimizer",
+    type=click.Choice(list(OPTIMIZER_DEFAULTS), case_sensitive=False),
+    default="sgd",
+    show_default=True,
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(SCHEDULERS, case_sensitive=False),
+    default="constant",
+    show_default=True,
+    help="Learning-rate schedule over all the epochs' steps.",
+)
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Linear warm-up steps."
+)
+@click.option(
+    "--graph/--no-graph",
+    default=True,
+    show_default=True,
+    help="Graph mode: trace a step once, then replay it.",
+)
+@click.option("--sequential", is_flag=True, help="Replay the graph in the recorded order.")
+@click.option(
+    "--device", type=click.Choice(["cpu", "gpu"], case_sensitive=False), default="cpu", show_default=True
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the initialisation, dropout and data order.",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    help="Stop after this many training steps in all (resumed runs count the earlier ones).",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(dir_okay=False),
+    help="Save a checkpoint here after every epoch, at the end and on Ctrl-C (atomically).",
+)
+@click.option(
+    "--resume",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Continue the run saved in this checkpoint from its exact step "
+    "(saving to it unless --checkpoint is given).",
+)
+@click.option(
+    "--export-onnx", type=click.Path(dir_okay=False), help="Export the trained model to this ONNX file."
+)
+@click.option("--log", type=click.Path(dir_okay=False), help="Write metrics here as JSON lines.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="PNG of the loss/accuracy curves (needs matplotlib).  [default: next to --log]",
+)
+@click.option("--no-plot", is_flag=True, help="Write no plot.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML file with any of these settings (batch-size = 32, ...); the command line wins.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors and warnings.")
+@click.option("-v", "--verbose", is_flag=True, help="Print more details.")
+@click.option("--debug", is_flag=True, help="Show the traceback of a failure.")
+@click.option(
+    "--list",
+    "list_",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_and_exit,
+    help="List the models and datasets, then exit.",
+)
+@click.version_option(__version__, "--version", prog_name="singa-train")
+@click.pass_context
+def train(ctx: click.Context, config_file: str | None, **opts: Any) -> None:
+    """Train MODEL (default: cnn) on a dataset, printing a progress bar, a line per
+    epoch (train loss and accuracy, validation loss and accuracy, time, samples/s)
+    and a summary."""
+    cfg, explicit = _merge_settings(ctx, config_file, opts)
+    from cli.trainer import Trainer
+
+    try:
+        with reported(cfg.debug, cfg.verbose):
+            Trainer(cfg, explicit).run()
+    except Interrupted:
+        ctx.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+
+
+def _merge_settings(ctx: click.Context, config_file: str | None, opts: dict) -> tuple[TrainConfig, set[str]]:
+    """Command line over config file over defaults; returns the settings and the
+    names given explicitly (either way)."""
+    params = {p.name: p for p in ctx.command.params}
+    explicit = {k for k in opts if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE}
+    values = {k: v for k, v in opts.items() if k in explicit}
+    if config_file:
+        cfg_param = params["config_file"]
+        try:
+            raw = read_toml(config_file)
+        except CliError as e:
+            raise click.BadParameter(str(e), ctx=ctx, param=cfg_param) from None
+        unknown = sorted(k for k in raw if k not in _CONFIG_FIELDS or k in ("config_file", "extra"))
+        if unknown:
+            raise click.BadParameter(
+                f"{config_file}: unknown setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(k.replace('_', '-') for k in sorted(_CONFIG_FIELDS))}",
+                ctx=ctx,
+                param=cfg_param,
+            )
+        for key, v in raw.items():
+            if key in explicit:
+                continue
+            p = params.get(key)
+            try:
+                if p is None:
+                    raise click.BadParameter("not a setting")
+                if isinstance(p, click.Option) and p.is_flag and not isinstance(v, bool):
+                    raise click.BadParameter(f"{v!r} is not a boolean (true or false)")
+                values[key] = p.type_cast_value(ctx, v)
+            except click.BadParameter as e:
+                raise click.BadParameter(
+                    f"{config_file}: {key.replace('_', '-')} = {v!r}: {e.message}", ctx=ctx, param=cfg_param
+                ) from None
+            explicit.add(key)
+    merged = {**{k: v for k, v in opts.items() if v is not None}, **values}
+    cfg = TrainConfig()
+    for k, v in merged.items():
+        if hasattr(cfg, k) and k != "extra":
+            if isinstance(v, str) and k in ("model", "data", "optimizer", "scheduler", "device"):
+                v = v.lower()
+            setattr(cfg, k, v)
+    if cfg.quiet and cfg.verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose exclude each other", ctx=ctx)
+    if cfg.plot and cfg.no_plot:
+        raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
+    return cfg, explicit
+
+
+# ----- evaluate and export ---------------------------------------------------------------------------
+def _common_checkpoint_options(f: Any) -> Any:
+    f = click.option("--debug", is_flag=True, help="Show the traceback of a failure.")(f)
+    f = click.option("-v", "--verbose", is_flag=True, help="Print more details.")(f)
+    f = click.option(
+        "--device", type=click.Choice(["cpu", "gpu"], case_sensitive=False), default="cpu", show_default=True
+    )(f)
+    f = click.option(
+        "--data",
+        type=click.Choice(_DATASETS, case_sensitive=False),
+        help="Dataset (default: the checkpoint's).",
+    )(f)
+    f = click.option("--model", "model_name", type=_model_type(), help="Model (default: the checkpoint's).")(
+        f
+    )
+    return f
+
+
+@cli.command("evaluate", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
+@_common_checkpoint_options
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
+)
+@click.option("--download/--no-download", default=True, show_default=True)
+@click.option(
+    "--split",
+    type=click.Choice(["test", "train"]),
+    default="test",
+    show_default=True,
+    help="The held-out split (test, or val for fashion-mnist-mini) or the training split.",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON object.")
+def evaluate(
+    checkpoint_path: str,
+    model_name: str | None,
+    data: str | None,
+    device: str,
+    verbose: bool,
+    debug: bool,
+    data_dir: str | None,
+    download: bool,
+    split: str,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Evaluate the model saved in CHECKPOINT: mean loss and accuracy."""
+    from cli.tools import evaluate_checkpoint
+
+    with reported(debug, verbose):
+        res = evaluate_checkpoint(
+            checkpoint_path, model_name, data, device, data_dir, download, split, batch_size
+        )
+    if as_json:
+        click.echo(json.dumps(res))
+    else:
+        click.echo(
+            f"{res['model']} on {res['data']} ({res['split']}, {res['samples']} samples): "
+            f"loss {res['loss']:.4f}, accuracy {100 * res['accuracy']:.2f}% ({res['time_s']:.1f}s)"
+        )
+
+
+@cli.command("export", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--onnx", "onnx_path", type=click.Path(dir_okay=False), required=True, help="The ONNX file to write."
+)
+@_common_checkpoint_options
+@click.option("--opset", type=click.IntRange(min=1), help="ONNX opset (default: the exporter's).")
+def export(
+    checkpoint_path: str,
+    onnx_path: str,
+    model_name: str | None,
+    data: str | None,
+    device: str,
+    verbose: bool,
+    debug: bool,
+    opset: int | None,
+) -> None:
+    """Export the model saved in CHECKPOINT to an ONNX file (dynamic batch size; inputs
+    normalised as in training: see the log of the training run)."""
+    from cli.tools import export_checkpoint
+
+    t0 = time.perf_counter()
+    with reported(debug, verbose):
+        res = export_checkpoint(checkpoint_path, onnx_path, model_name, data, device, opset)
+    click.echo(
+        f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``singa-train`` entry point."""
+    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="singa-train")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
