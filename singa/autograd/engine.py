@@ -190,6 +190,10 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
         if dy_arr.shape != y.shape:
             raise ValueError(f"backward: dy has shape {dy_arr.shape}, y has shape {y.shape}")
     if y.creator is None:
+        if not y.requires_grad:
+            raise RuntimeError(
+                "backward: y has no recorded graph; set autograd.training = True before computing it"
+            )
         if y.stores_grad:
             yield y, Tensor._wrap(dy_arr, dev)
         return

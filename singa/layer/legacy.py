@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from singa import autograd
 from singa.layer import conv as _conv
 from singa.layer import linear as _linear
 from singa.layer import norm as _norm
 from singa.layer import rnn as _rnn
 from singa.layer import simple as _simple
 from singa.layer.base import Layer
+from singa.tensor import Tensor
 
 __all__ = [
     "Layer",
@@ -94,10 +96,23 @@ class SeparableConv2d(_conv.SeparableConv2d):
 
 class BatchNorm2d(_norm.BatchNorm2d):
     """``autograd.BatchNorm2d(num_features, momentum=0.9)``; running statistics follow
-    ``running = momentum * running + (1 - momentum) * batch`` (PyTorch's momentum=0.1)."""
+    ``running = momentum * running + (1 - momentum) * batch`` (PyTorch's momentum=0.1).
+
+    As in SINGA's autograd examples, it uses batch statistics only while both the layer
+    is in training mode and ``autograd.training`` is True, so setting
+    ``autograd.training = False`` switches it to evaluation."""
 
     def __init__(self, num_features: int, momentum: float = 0.9):
         super().__init__(num_features, momentum)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Batch-normalise ``x`` (N, C, H, W)."""
+        mode = self.training
+        self.training = mode and autograd.training
+        try:
+            return super().forward(x)
+        finally:
+            self.training = mode
 
 
 class MaxPool2d(_conv.MaxPool2d):

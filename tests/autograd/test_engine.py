@@ -106,3 +106,12 @@ def test_tensor_is_hashable_by_identity():
     a, b = tensor.zeros((2,)), tensor.zeros((2,))
     d = {a: 1, b: 2}
     assert d[a] == 1 and d[b] == 2 and len({a, b, a}) == 2
+
+
+def test_backward_without_a_recorded_graph_says_why():
+    a = param([1.0])
+    autograd.training = False
+    y = autograd.mul(a, a)
+    autograd.training = True
+    with pytest.raises(RuntimeError, match="autograd.training"):
+        list(autograd.backward(y))

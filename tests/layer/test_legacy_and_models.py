@@ -233,3 +233,25 @@ def test_xception_example_main_small():
 def test_xception_example_main_299():
     losses = load_example("xceptionnet").main(["--iters", "1"])
     assert len(losses) == 1 and np.isfinite(losses[0])
+
+
+def test_legacy_batchnorm_follows_autograd_training_like_singa():
+    import numpy as np
+
+    from singa import autograd as ag
+    from singa import tensor as tn
+
+    bn = ag.BatchNorm2d(2)
+    x = tn.Tensor(data=np.random.default_rng(0).standard_normal((4, 2, 3, 3)) * 3 + 1)
+    prev = ag.training
+    try:
+        ag.training = False  # SINGA's examples evaluate this way
+        y = bn(x)
+        np.testing.assert_array_equal(bn.running_mean.to_numpy(), 0)  # running stats untouched
+        np.testing.assert_allclose(y.to_numpy(), x.to_numpy() / np.sqrt(1 + 1e-5), rtol=1e-5)
+        ag.training = True
+        bn(x)
+        assert np.abs(bn.running_mean.to_numpy()).sum() > 0
+        assert bn.training  # the layer's own mode is left as it was
+    finally:
+        ag.training = prev

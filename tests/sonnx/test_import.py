@@ -54,7 +54,7 @@ def roundtrip(target, make, batches=(3, 5), **kwargs):
     rep = sonnx.prepare(m)
     for b in batches:
         arrays = make(b)
-        for want, got in zip(reference(target, arrays), rep.run(arrays)):
+        for want, got in zip(reference(target, arrays), rep.run(arrays), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     return m
 
