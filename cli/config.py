@@ -71,7 +71,7 @@ class TrainConfig:
     momentum: float | None = None
     weight_decay: float | None = None
     optimizer: str = "sgd"
-    scheduler: str = "constant"
+    scheduler: str = "cosine"
     warmup: int = 0
     graph: bool = True
     sequential: bool = False

@@ -135,9 +135,9 @@ def _model_type() -> click.Choice:
 @click.option(
     "--scheduler",
     type=click.Choice(SCHEDULERS, case_sensitive=False),
-    default="constant",
+    default=TrainConfig.scheduler,
     show_default=True,
-    help="Learning-rate schedule over all the epochs' steps.",
+    help="Learning-rate schedule over all the epochs' steps (cosine: down to 0 at the end).",
 )
 @click.option(
     "--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Linear warm-up steps."

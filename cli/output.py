@@ -38,15 +38,16 @@ def _num(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.4f}"
 
 
-def format_epoch(rec: dict, epochs: int) -> str:
-    """The one-line summary of an epoch record (see :meth:`cli.trainer.Trainer`)."""
+def format_epoch(rec: dict, epochs: int, split: str = "val") -> str:
+    """The one-line summary of an epoch record (see :meth:`cli.trainer.Trainer`);
+    ``split`` names the held-out split ("val" or "test")."""
     tag = f"epoch {rec['epoch']}/{epochs}"
     if rec.get("partial"):
         tag += f" (stopped at step {rec['step']})"
     parts = [
         tag,
         f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
-        f"val loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
+        f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
         fmt_time(rec.get("time_s", 0.0)),
         f"{rec.get('samples_per_s', 0.0):,.0f} samples/s",
     ]

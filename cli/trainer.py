@@ -314,10 +314,7 @@ class Trainer:
             opt_desc += f" momentum {cfg.effective_momentum:g}"
         if cfg.effective_weight_decay:
             opt_desc += f" weight decay {cfg.effective_weight_decay:g}"
-        if cfg.scheduler != "constant" or cfg.warmup:
-            opt_desc += f", {cfg.scheduler} schedule" + (
-                f" (warm-up {cfg.warmup} steps)" if cfg.warmup else ""
-            )
+        opt_desc += f", {cfg.scheduler} lr" + (f" (warm-up {cfg.warmup} steps)" if cfg.warmup else "")
         out.info(
             f"singa-train: {cfg.model} ({self.n_params:,} parameters) on {info.name} "
             f"({len(ds.x_train)} train / {len(ds.x_test)} {info.test_split}, {shape}, "
@@ -325,7 +322,8 @@ class Trainer:
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
         out.info(
-            f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epochs of {self.steps} steps, "
+            f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
+            f"of {self.steps} steps, "
             f"{mode}, {'cpu' if not self.dev.is_gpu else f'gpu {self.dev.id}'}, seed {cfg.seed}"
         )
         if cfg.resume:
@@ -429,7 +427,7 @@ class Trainer:
                     "lr": self.optimizer.get_lr(),
                 }
                 log.write("epoch", **rec)
-                out.info(format_epoch(rec, cfg.epochs))
+                out.info(format_epoch(rec, cfg.epochs, self.info.test_split))
                 if epoch_done:
                     state.history.append(rec)
                     state.epoch += 1

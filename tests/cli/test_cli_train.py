@@ -19,12 +19,12 @@ def test_tiny_run_prints_epoch_lines_and_a_summary(run):
     assert r.exit_code == 0, r.output + r.stderr
     out = r.stdout.splitlines()
     assert out[0].startswith("singa-train: mlp (79,510 parameters) on synthetic (1024 train / 256 test")
-    assert "sgd lr 0.05 momentum 0.9, batch 32, 2 epochs of 32 steps, graph, cpu, seed 0" in out[1]
+    assert "sgd lr 0.05 momentum 0.9, cosine lr, batch 32, 2 epochs of 32 steps, graph, cpu, seed 0" in out[1]
     epochs = [ln for ln in out if ln.startswith("epoch ")]
     assert len(epochs) == 2
     assert (
         epochs[0].startswith("epoch 1/2  train loss ")
-        and "val loss" in epochs[0]
+        and "test loss" in epochs[0]
         and "samples/s" in epochs[0]
     )
     assert any(ln.startswith("done: 64 steps, 2 epochs") for ln in out)
@@ -85,7 +85,7 @@ def test_config_file_sets_options_and_the_command_line_wins(run, tmp_path):
         "adam",
     )
     assert cfg["epochs"] == 2 and cfg["max_steps"] == 4 and cfg["graph"] is False
-    assert "adam lr 0.001, batch 16, 2 epochs of 64 steps, eager" in r.stdout
+    assert "adam lr 0.001, cosine lr, batch 16, 2 epochs of 64 steps, eager" in r.stdout
 
 
 def test_config_file_in_a_table(run, tmp_path):
@@ -102,6 +102,7 @@ def test_config_file_in_a_table(run, tmp_path):
         ([], "data", "fashion-mnist-mini"),
         ([], "epochs", TrainConfig.epochs),
         ([], "graph", True),
+        ([], "scheduler", "cosine"),
         (["--no-graph"], "graph", False),
         (["resnet8", "--optimizer", "ADAMW"], "optimizer", "adamw"),
     ],
