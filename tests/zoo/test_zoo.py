@@ -307,3 +307,16 @@ def test_create_model_factories():
         cnn.create_model(pretrained=True)
     with pytest.raises(ValueError, match="depth"):
         resnet.create_model(depth=19)
+
+
+def test_train_cnn_example_learns(capsys):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[2] / "examples" / "train_cnn.py"
+    spec = importlib.util.spec_from_file_location("train_cnn_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    acc = example.main(["--steps", "30"])
+    assert 0.4 < acc <= 1.0  # 10 classes: chance is 0.1
+    assert "validation accuracy" in capsys.readouterr().out
