@@ -101,9 +101,12 @@ class Progress:
         self.samples += samples
         if not self.bar.disable:
             dt = max(time.perf_counter() - self.t0, 1e-9)
-            self.bar.set_postfix(
-                loss=f"{loss:.4f}", acc=f"{100 * acc:.2f}%", rate=f"{self.samples / dt:,.0f}/s", refresh=False
-            )
+            postfix = {
+                "loss": f"{loss:.4f}",
+                "acc": f"{100 * acc:.2f}%",
+                "samples/s": f"{self.samples / dt:,.0f}",
+            }
+            self.bar.set_postfix(ordered_dict=postfix, refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from cli_helpers import TINY, read_log, run_state
 
 import cli.trainer
 from cli.config import TrainConfig
+from cli.output import Progress
 from singa import zoo
 
 
@@ -202,3 +204,29 @@ def test_plot_without_matplotlib_is_a_warning(run, tmp_path, monkeypatch):
     assert not (tmp_path / "p.png").exists()
     r = run(*TINY, "--max-steps", "2", "--log", "l.jsonl")  # default plot: silently skipped
     assert r.exit_code == 0 and r.stderr == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_on_a_terminal_shows_running_metrics():
+    stream = _Tty()
+    bar = Progress(total=4, initial=1, desc="epoch 2/3", enabled=True, stream=stream)
+    bar.bar.mininterval = 0
+    for _ in range(3):
+        bar.update(0.5, 0.25, 64)
+    bar.close()
+    text = stream.getvalue()
+    assert "epoch 2/3" in text and "4/4" in text
+    assert "loss=0.5000" in text and "acc=25.00%" in text and "samples/s=" in text
+    assert text.index("loss=") < text.index("acc=") < text.index("samples/s=")
+
+
+def test_no_progress_bar_off_a_terminal_or_when_quiet():
+    stream = io.StringIO()
+    Progress(total=4, initial=0, desc="x", enabled=True, stream=stream).close()
+    quiet = _Tty()
+    Progress(total=4, initial=0, desc="x", enabled=False, stream=quiet).close()
+    assert stream.getvalue() == "" and quiet.getvalue() == ""
