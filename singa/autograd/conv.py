@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from singa.autograd import _im2col as im
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor
 
 __all__ = ["conv2d"]
@@ -244,6 +244,7 @@ def conv2d(
         raise ValueError(
             f"conv2d: x must be (N, C, H, W) and W (O, C/groups, kh, kw), got {x.shape} and {W.shape}"
         )
+    check_same_dtype("conv2d", x, W, b, floating=True)
     groups = int(groups)
     stride_ = im.pair(stride, "stride", "conv2d")
     dilation_ = im.pair(dilation, "dilation", "conv2d")

@@ -261,6 +261,16 @@ def array_module(a: Any) -> Any:
     return cupy
 
 
+def check_same_dtype(opname: str, *tensors: Tensor, floating: bool = False) -> None:
+    """Raise ValueError naming ``opname`` and the dtypes when the tensors' dtypes differ
+    (or, with ``floating``, are not floating point), before anything runs."""
+    dtypes = [t.dtype for t in tensors if t is not None]
+    if any(d != dtypes[0] for d in dtypes) or (floating and dtypes[0].kind != "f"):
+        names = " and ".join(str(d) for d in dtypes)
+        need = "floating-point inputs of one dtype" if floating else "inputs of one dtype"
+        raise ValueError(f"{opname}: needs {need}, got {names}")
+
+
 def unbroadcast(g: Any, shape: tuple) -> Any:
     """Sum a broadcast gradient ``g`` back down to ``shape``."""
     if g.shape == shape:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from singa.autograd.engine import Operation, array_module, unbroadcast
+from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
 __all__ = ["matmul", "add_bias", "gemm"]
@@ -101,6 +101,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             ok = ea[-1] == eb[-2] and _broadcast_batch(ea, eb) is not None
     if not ok:
         raise ValueError(f"matmul: shapes {sa} and {sb} do not match")
+    if a.dtype != b.dtype:
+        check_same_dtype("matmul", a, b)
     return MatMul()(a, b)[0]
 
 
@@ -146,6 +148,8 @@ def add_bias(x: Tensor, b: Tensor, axis: int = 0) -> Tensor:
         raise ValueError(
             f"add_bias: x of shape {x.shape} and bias of shape {b.shape} do not match (axis={axis})"
         )
+    if x.dtype != b.dtype:
+        check_same_dtype("add_bias", x, b)
     return AddBias(axis)(x, b)[0]
 
 

@@ -115,3 +115,15 @@ def test_backward_without_a_recorded_graph_says_why():
     autograd.training = True
     with pytest.raises(RuntimeError, match="autograd.training"):
         list(autograd.backward(y))
+
+
+def test_dtype_errors_name_the_operator_and_dtypes():
+    f32 = Tensor(data=np.ones((2, 2)), dtype=np.float32)
+    i64 = Tensor(data=np.ones((2, 2)), dtype=np.int64)
+    with pytest.raises(ValueError, match="matmul.*float32 and int64"):
+        autograd.matmul(f32, i64)
+    with pytest.raises(ValueError, match="add_bias.*float32 and float64"):
+        autograd.add_bias(f32, Tensor(data=np.ones(2), dtype=np.float64))
+    x = Tensor(data=np.ones((1, 1, 3, 3)), dtype=np.int32)
+    with pytest.raises(ValueError, match="conv2d.*floating"):
+        autograd.conv2d(x, Tensor(data=np.ones((1, 1, 2, 2)), dtype=np.int32))

@@ -36,7 +36,8 @@ def test_linear_float32_and_integer_inputs_give_float32_params():
     fc(Tensor(data=np.ones((1, 3), np.float32)))
     assert fc.W.dtype == np.float32
     fc2 = layer.Linear(2)
-    fc2(Tensor(data=np.ones((1, 3), np.int32), dtype=np.int32))
+    with pytest.raises(ValueError, match="matmul.*int32 and float32"):
+        fc2(Tensor(data=np.ones((1, 3), np.int32), dtype=np.int32))  # no silent promotion
     assert fc2.W.dtype == np.float32
 
 
