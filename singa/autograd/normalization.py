@@ -3,7 +3,10 @@
 Per-channel sums over the axes (0, 2, 3) are computed with BLAS matrix-vector
 products against a vector of ones (3-8x faster on the CPU than
 ``x.sum(axis=(0, 2, 3))``), per-channel coefficients are applied as full rows, and
-backward works from the cached input without materialising ``xhat``. Measured on
+backward works from the cached input without materialising ``xhat``. An input
+whose memory is NHWC (what :func:`conv2d` returns) is worked on in that layout, as
+rows of pixel-major samples, and the output and input gradient keep it, so the next
+convolution and the previous one's backward never see a transposed copy. Measured on
 2 cores, float32 (64, 16, 32, 32), training forward + backward: 1.3-1.7 ms, against
 1.5-2.1 ms for PyTorch CPU and 9.4-10 ms for a plain numpy version.
 """
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 
 import singa.autograd as _state
+from singa.autograd._im2col import is_channels_last
 from singa.autograd.engine import Operation, array_module, unbroadcast
 from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
@@ -70,6 +74,8 @@ class BatchNorm2d(Operation):
         self.training = bool(training)
 
     def forward(self, x, scale, bias, running_mean, running_var):
+        if x.ndim == 4 and is_channels_last(x):
+            return self._forward_nhwc(x, scale, bias, running_mean, running_var)
         xp = array_module(x)
         n, c = x.shape[:2]
         s = math.prod(x.shape[2:])
@@ -82,11 +88,7 @@ class BatchNorm2d(Operation):
             invstd = 1.0 / xp.sqrt(var + self.eps)
             y *= _rows(scale * invstd, s, dt)
             y += _rows(bias, s, dt)
-            mom = self.momentum
-            running_mean *= mom
-            running_mean += (1.0 - mom) * m
-            running_var *= mom
-            running_var += ((1.0 - mom) * (n * s) / max(n * s - 1, 1)) * var
+            self._update_running(running_mean, running_var, m, var, n * s)
             if self.requires_grad:
                 self.cache = (x, m, invstd, scale)
         else:
@@ -100,6 +102,8 @@ class BatchNorm2d(Operation):
 
     def backward(self, dy):
         x, m, invstd, scale = self.cache
+        if x.ndim == 4 and is_channels_last(x):
+            return self._backward_nhwc(dy, x, m, invstd, scale)
         n, c = x.shape[:2]
         s = math.prod(x.shape[2:])
         big_m = n * s
@@ -131,6 +135,87 @@ class BatchNorm2d(Operation):
             None,
             None,
         )
+
+    # ----- NHWC memory (the output of conv2d): channels are the innermost axis ------------
+    def _update_running(self, running_mean, running_var, m, var, count):
+        mom = self.momentum
+        running_mean *= mom
+        running_mean += (1.0 - mom) * m
+        running_var *= mom
+        running_var += ((1.0 - mom) * count / max(count - 1, 1)) * var
+
+    def _forward_nhwc(self, x, scale, bias, running_mean, running_var):
+        xp = array_module(x)
+        n, c, h, w = x.shape
+        s = h * w
+        dt = x.dtype
+        x2 = x.transpose(0, 2, 3, 1).reshape(n, s * c)  # a view: rows are samples
+        if self.training:
+            m = _nhwc_sum(x2, c) * (1.0 / (n * s))
+            y = x2 - _tiled(m, s, dt)
+            var = _nhwc_dot(y, y, c) * (1.0 / (n * s))
+            invstd = 1.0 / xp.sqrt(var + self.eps)
+            y *= _tiled(scale * invstd, s, dt)
+            y += _tiled(bias, s, dt)
+            self._update_running(running_mean, running_var, m, var, n * s)
+            if self.requires_grad:
+                self.cache = (x, m, invstd, scale)
+        else:
+            invstd = 1.0 / xp.sqrt(running_var + self.eps)
+            a = scale * invstd
+            y = x2 * _tiled(a, s, dt)
+            y += _tiled(bias - running_mean * a, s, dt)
+            if self.requires_grad:
+                self.cache = (x, running_mean.copy(), invstd, scale)
+        return y.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+
+    def _backward_nhwc(self, dy, x, m, invstd, scale):
+        n, c, h, w = x.shape
+        s = h * w
+        big_m = n * s
+        dt = dy.dtype
+        dy2 = dy.transpose(0, 2, 3, 1).reshape(n, s * c)  # a view when dy is NHWC too
+        x2 = x.transpose(0, 2, 3, 1).reshape(n, s * c)
+        sdy = _nhwc_sum(dy2, c)
+        need_x, need_s, need_b = self.needs_grad[:3]
+        dscale = None
+        if need_s or (need_x and self.training):
+            dscale = invstd * (_nhwc_dot(dy2, x2, c) - m * sdy)
+        dx = None
+        if need_x:
+            a = scale * invstd
+            dx = dy2 * _tiled(a, s, dt)
+            if self.training:
+                kx = -a * invstd * dscale / big_m
+                k0 = a * (invstd * dscale * m - sdy) / big_m
+                t = x2 * _tiled(kx, s, dt)
+                dx += t
+                dx += _tiled(k0, s, dt)
+            dx = dx.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+        return (
+            dx,
+            dscale.astype(scale.dtype, copy=False) if need_s else None,
+            sdy.astype(scale.dtype, copy=False) if need_b else None,
+            None,
+            None,
+        )
+
+
+def _nhwc_sum(x2: Any, c: int) -> Any:
+    """Per-channel sum of x2 (N, S*C) whose rows are pixel-major (channel innermost)."""
+    n, sc = x2.shape
+    return ones_vector(x2, sc // c) @ (ones_vector(x2, n) @ x2).reshape(sc // c, c)
+
+
+def _nhwc_dot(a2: Any, b2: Any, c: int) -> Any:
+    """Per-channel sum of a2 * b2 (both (N, S*C), channel innermost)."""
+    return _nhwc_sum(a2 * b2, c)
+
+
+def _tiled(coef: Any, s: int, dt: Any) -> Any:
+    """A per-channel vector (C,) tiled to one row (1, S * C) matching an NHWC sample."""
+    coef = coef.astype(dt, copy=False)
+    return array_module(coef).tile(coef, s).reshape(1, -1)
 
 
 def batchnorm_2d(

@@ -225,3 +225,50 @@ def test_layer_norm_keeps_x_dtype_with_float64_parameters():
     assert y.dtype == np.float32
     g = autograd.gradients(y, dy=np.ones((3, 4), np.float32))
     assert g[x].dtype == np.float32 and g[s].shape == (4,)
+
+
+def nhwc(a):
+    """The same values as ``a`` (N, C, H, W) with NHWC memory (as conv2d outputs are)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("mode", [True, False])
+@pytest.mark.parametrize("dy_layout", ["nchw", "nhwc"])
+def test_batchnorm_nhwc_memory_matches_nchw(mode, dy_layout):
+    from singa.autograd._im2col import is_channels_last
+
+    x, scale, bias, rm, rv = bn_inputs((3, 4, 5, 2))
+    dy = rng.standard_normal(x.shape)
+    dy = nhwc(dy) if dy_layout == "nhwc" else dy
+    results = []
+    for xa in (x, nhwc(x)):
+        xt = Tensor(data=xa, dtype=np.float64, requires_grad=True, stores_grad=True)
+        params = [
+            Tensor(data=a.copy(), dtype=np.float64, requires_grad=True, stores_grad=True)
+            for a in (scale, bias)
+        ]
+        stats = [const(rm.copy()), const(rv.copy())]
+        y = autograd.batchnorm_2d(xt, *params, *stats, momentum=0.8, training=mode)
+        assert is_channels_last(y.data) == (xa is not x)  # the layout is kept
+        g = autograd.gradients(y, dy=dy)
+        results.append(
+            [y.to_numpy(), g[xt].to_numpy(), *(g[p].to_numpy() for p in params), *(s.data for s in stats)]
+        )
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", [True, False])
+def test_batchnorm_gradcheck_between_convolutions(mode):
+    # conv2d outputs NHWC memory and its backward hands BatchNorm NHWC gradients
+    c = 3
+    x = rng.standard_normal((2, 2, 4, 5))
+    w1, w2 = rng.standard_normal((c, 2, 3, 3)), rng.standard_normal((2, c, 1, 1))
+    s, b = rng.standard_normal(c), rng.standard_normal(c)
+    rm, rv = rng.standard_normal(c), rng.uniform(0.5, 2.0, c)
+
+    def f(x, w1, s, b, w2, rm, rv):
+        y = autograd.batchnorm_2d(autograd.conv2d(x, w1, padding=1), s, b, rm, rv, training=mode)
+        return autograd.conv2d(y, w2)
+
+    gradcheck(f, [x, w1, s, b, w2, rm, rv], wrt=[0, 1, 2, 3, 4])
