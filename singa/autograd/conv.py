@@ -132,6 +132,41 @@ class Convolution2D(Operation):
             )
         return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
+    def _dx_as_convolution(self, x_shape: tuple) -> bool:
+        """Whether dx of this (ungrouped) convolution is computed as a stride-1
+        convolution of the padded dy with the flipped filters (:meth:`_dx_stride1`):
+        stride 1, and no side padded by more than the dilated kernel's reach."""
+        (kh, kw), (dh, dw), (t, l, b, r) = self.kernel_size, self.dilation, self.pads
+        return self.stride == (1, 1) and max(t, b) <= dh * (kh - 1) and max(l, r) <= dw * (kw - 1)
+
+    def _dx_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple) -> Any:
+        """dx of a stride-1 convolution: dy (N, O, OH, OW), placed in a zero border
+        so that every input pixel sees all its kernel offsets, is copied once into
+        columns (N*H*W, kh*kw*O) and multiplied by the flipped filters (kh*kw*O, C):
+        one product with a long inner dimension instead of kh*kw short ones plus a
+        col2im. Returns dx as NCHW with NHWC memory."""
+        n, c, h, w = x_shape
+        o = W.shape[0]
+        (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
+        oh, ow = dy.shape[2:]
+        pt, pl = dh * (kh - 1) - t, dw * (kw - 1) - l
+        dyp = im.scratch(xp, (n, h + dh * (kh - 1), w + dw * (kw - 1), o), dy.dtype)
+        dyp[:, :pt] = 0
+        dyp[:, pt + oh :] = 0
+        dyp[:, pt : pt + oh, :pl] = 0
+        dyp[:, pt : pt + oh, pl + ow :] = 0
+        dyp[:, pt : pt + oh, pl : pl + ow] = dy.transpose(0, 2, 3, 1)
+        cols = im.scratch(xp, (n, h, w, 1, kh, kw, o), dy.dtype)
+
+        def im2col(i0, i1):
+            xp.copyto(cols[i0:i1], im.windows(xp, dyp[i0:i1], kh, kw, 1, 1, dh, dw, h, w))
+
+        im.split_batch(xp, im2col, n, cols.size)
+        wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
+        dxh = im.scratch(xp, (n, h, w, c), dy.dtype)
+        xp.matmul(cols.reshape(n * h * w, kh * kw * o), wf, out=dxh.reshape(n * h * w, c))
+        return dxh.transpose(0, 3, 1, 2)
+
     def backward(self, dy):
         x_shape, w_shape, kmajor, cols, wk = self.cache
         xp = array_module(dy)
@@ -175,7 +210,9 @@ class Convolution2D(Operation):
                         dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
                     )  # (G, O/G, kh*kw*C/G)
                 dW = xp.ascontiguousarray(dwk.reshape(o, kh, kw, cg).transpose(0, 3, 1, 2))
-            if wk is not None and g == 1:
+            if wk is not None and g == 1 and self._dx_as_convolution(x_shape):
+                dx = self._dx_stride1(xp, dy, wk, x_shape)
+            elif wk is not None and g == 1:
                 # one product per kernel offset: dcols (kh, kw, M, C), so that col2im adds
                 # contiguous (OW, C) blocks (2x faster than columns laid out (M, kh*kw*C))
                 wb = wk.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)  # wk is W here

@@ -68,6 +68,8 @@ CONFIGS = [
     ((2, 5, 5, 6), (5, 1, 3, 3), True, 1, 1, (2, 1), 5),  # depthwise, dilated
     ((1, 6, 4, 5), (3, 6, 1, 1), True, 1, 0, 1, 1),  # 1x1 kernel
     ((2, 2, 5, 5), (4, 1, 1, 1), False, 1, 0, 1, 2),  # grouped 1x1, kernel-major is not used
+    ((2, 6, 7, 8), (4, 6, 3, 2), False, 1, (2, 1, 0, 1), (2, 1), 1),  # stride 1: dx as a convolution
+    ((2, 6, 5, 5), (4, 6, 3, 3), True, 1, 3, 1, 1),  # padding beyond the kernel: dx by col2im
 ]
 
 
