@@ -1,8 +1,7 @@
 """Convolution: :func:`conv2d` (stride, asymmetric padding, dilation, groups).
 
-Forward is one matrix product per call (per group): the input windows are copied
-once into a column matrix (im2col through a strided view) and multiplied by the
-reshaped filters. Two column layouts are used:
+Forward is a matrix product: the input windows are copied into a column matrix
+(im2col through a strided view) and multiplied by the reshaped filters. Two column layouts are used:
 
 - pixel-major, (N*OH*OW, kh*kw*C) from an NHWC view of the input: the general case;
 - kernel-major, (C*kh*kw [+1], N*OH*OW) from the NCHW input, for inputs with few
@@ -11,19 +10,29 @@ reshaped filters. Two column layouts are used:
   bias through the product.
 
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
-whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling
-and elementwise operators keep that layout, which makes col2im and pooling much
-faster (see /work/shared/perf-notes.md, note 2). Backward: dW is one product with
-the cached columns; dx (skipped when the input needs no gradient, e.g. the first
-layer) is one product per kernel offset, (N*OH*OW, O) @ (O, C), added into the
-padded NHWC gradient by contiguous blocks (col2im). Large arrays come from the
-buffer pool of :mod:`singa.autograd._im2col` (copies can optionally be split across
-threads along the batch: :func:`singa.autograd._im2col.split_batch`).
+whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling,
+BatchNorm and elementwise operators keep that layout, which makes col2im and pooling
+much faster (see /work/shared/perf-notes.md, note 2). An ungrouped pixel-major
+convolution makes and multiplies its columns a few samples at a time (about
+``_CHUNK_BYTES`` each), so the copy and the product meet in the cache and only the
+padded input is kept for backward (not the kh*kw times larger columns).
+
+Backward: dW is one product per slice with the columns made again from the padded
+input (or the cached columns of the other layouts); dx (skipped when the input needs
+no gradient, e.g. the first layer) is, for stride 1, a convolution of the padded dy
+with the flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product
+per kernel offset, (N*OH*OW, O) @ (O, C), added into the padded NHWC gradient by
+contiguous blocks (col2im). Large arrays come from the buffer pool of
+:mod:`singa.autograd._im2col` (copies can optionally be split across threads along
+the batch: :func:`singa.autograd._im2col.split_batch`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from singa.autograd import _im2col as im
 from singa.autograd.engine import Operation, array_module, check_same_dtype
@@ -34,6 +43,9 @@ __all__ = ["conv2d"]
 # inputs with at most this many channels (per group 1), laid out NCHW, use the
 # kernel-major column layout
 _KMAJOR_MAX_C = 4
+# ungrouped convolutions make and multiply their columns in slices of about this
+# many bytes, which stay in the CPU's cache between the copy and the product
+_CHUNK_BYTES = 8 << 20
 
 
 class Convolution2D(Operation):
@@ -103,6 +115,17 @@ class Convolution2D(Operation):
                 cols[kk] = 1
                 wk = xp.concatenate([wk, b.reshape(o, 1).astype(wk.dtype, copy=False)], axis=1)
             xp.matmul(cols.T, wk.T, out=y2)
+        elif g == 1:
+            # columns (rows of kh*kw*C) made and multiplied a few samples at a time, so
+            # they stay in cache; backward makes them again from the padded input
+            xh = xpad.transpose(0, 2, 3, 1)
+            wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
+            rows = oh * ow
+            for i0, i1, cb in _column_chunks(xp, xh, geo):
+                xp.matmul(cb, wk, out=y2[i0 * rows : i1 * rows])
+            if b is not None:
+                y2 += b.astype(y2.dtype, copy=False)
+            cols = xh
         else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
             cols = im.scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
@@ -115,11 +138,8 @@ class Convolution2D(Operation):
             del xpad, xh
             kg = kh * kw * cg
             wk = W.reshape(g, og, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(g, kg, og)
-            if g == 1:
-                xp.matmul(cols.reshape(m, kg), wk[0], out=y2)
-            else:
-                y3 = xp.matmul(cols.reshape(m, g, kg).transpose(1, 0, 2), wk)
-                y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
+            y3 = xp.matmul(cols.reshape(m, g, kg).transpose(1, 0, 2), wk)
+            y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
             if b is not None:
                 y2 += b.astype(y2.dtype, copy=False)
         if self.requires_grad:
@@ -156,15 +176,11 @@ class Convolution2D(Operation):
         dyp[:, pt : pt + oh, :pl] = 0
         dyp[:, pt : pt + oh, pl + ow :] = 0
         dyp[:, pt : pt + oh, pl : pl + ow] = dy.transpose(0, 2, 3, 1)
-        cols = im.scratch(xp, (n, h, w, 1, kh, kw, o), dy.dtype)
-
-        def im2col(i0, i1):
-            xp.copyto(cols[i0:i1], im.windows(xp, dyp[i0:i1], kh, kw, 1, 1, dh, dw, h, w))
-
-        im.split_batch(xp, im2col, n, cols.size)
         wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
         dxh = im.scratch(xp, (n, h, w, c), dy.dtype)
-        xp.matmul(cols.reshape(n * h * w, kh * kw * o), wf, out=dxh.reshape(n * h * w, c))
+        dx2 = dxh.reshape(n * h * w, c)
+        for i0, i1, cb in _column_chunks(xp, dyp, (kh, kw, 1, 1, dh, dw, h, w)):
+            xp.matmul(cb, wf, out=dx2[i0 * h * w : i1 * h * w])
         return dxh.transpose(0, 3, 1, 2)
 
     def backward(self, dy):
@@ -203,8 +219,11 @@ class Convolution2D(Operation):
         else:
             kg = kh * kw * cg
             if cols is not None:
-                if g == 1:
-                    dwk = dyh.T @ cols.reshape(m, kg)  # (O, kh*kw*C)
+                if g == 1:  # cols is the padded NHWC input: make the columns again
+                    dwk = xp.zeros((o, kg), dy.dtype)  # (O, kh*kw*C)
+                    rows = oh * ow
+                    for i0, i1, cb in _column_chunks(xp, cols, geo):
+                        dwk += dyh[i0 * rows : i1 * rows].T @ cb
                 else:
                     dwk = xp.matmul(
                         dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
@@ -245,6 +264,23 @@ class Convolution2D(Operation):
         if self.bias:
             return dx, dW, db
         return dx, dW
+
+
+def _column_chunks(xp: Any, xh: Any, geo: tuple) -> Iterator[tuple[int, int, Any]]:
+    """Yield ``(i0, i1, cols)``: the columns (rows (i1-i0)*OH*OW, kh*kw*C) of the
+    windows of samples ``i0:i1`` of ``xh`` (N, Hp, Wp, C), for batch slices of about
+    ``_CHUNK_BYTES`` of columns (the whole batch on a GPU). The columns live in one
+    reused buffer: use each before taking the next."""
+    kh, kw, _, _, _, _, oh, ow = geo
+    n, c = xh.shape[0], xh.shape[3]
+    per_sample = oh * ow * kh * kw * c
+    step = n if xp is not np else max(1, min(n, _CHUNK_BYTES // (per_sample * xh.itemsize)))
+    buf = im.scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
+    for i0 in range(0, n, step):
+        i1 = min(i0 + step, n)
+        cb = buf[: i1 - i0]
+        xp.copyto(cb, im.windows(xp, xh[i0:i1], *geo))
+        yield i0, i1, cb.reshape((i1 - i0) * oh * ow, kh * kw * c)
 
 
 def conv2d(

@@ -310,3 +310,26 @@ def test_gpu_matches_cpu(cfg):
         res.append([y.to_numpy()] + [g[t].to_numpy() for t in ts + ([tb] if tb is not None else [])])
     for a, c in zip(*res):
         np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[4], CONFIGS[5], CONFIGS[-2], CONFIGS[-1]])
+def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
+    """Columns are made a few samples at a time; slices of one sample (and a last,
+    shorter slice) give the same forward and gradients."""
+    from singa.autograd import conv as conv_module
+
+    rng = np.random.default_rng(5)
+    xs, *rest = cfg
+    cfg = ((5, *xs[1:]), *rest)  # 5 samples: slices of 2, 2 and 1
+    x, w, b = make(cfg, rng)
+    _, _, _, stride, padding, dilation, groups = cfg
+    per_sample = x[0].size * w.shape[2] * w.shape[3] * 8  # about a sample's columns in bytes
+    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 2 * per_sample)
+    y = autograd.conv2d(T(x, False), T(w), None if b is None else T(b), stride, padding, dilation, groups)
+    expect = ref_conv2d(x, w, b, stride, pads_of(padding), dilation, groups)
+    np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12, atol=1e-12)
+    args = [x, w] if b is None else [x, w, b]
+    gradcheck(
+        lambda *a: autograd.conv2d(*a[:2], a[2] if len(a) > 2 else None, stride, padding, dilation, groups),
+        args,
+    )
