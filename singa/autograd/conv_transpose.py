@@ -1,14 +1,17 @@
-"""Transposed convolution: :func:`conv_transpose2d` (ONNX ConvTranspose, PyTorch's
-``conv_transpose2d``): the gradient of :func:`~singa.autograd.conv.conv2d` with
+"""Transposed convolution: :func:`conv_transpose2d` and :func:`conv_transpose3d` (ONNX
+ConvTranspose, PyTorch's ``conv_transpose2d/3d``): the gradient of a convolution with
 respect to its input, used as a forward operator (decoders, upsampling).
 
-Computed as one matrix product per group, x (N*H*W, Ci/g) @ W (Ci/g, Co/g*kh*kw),
-followed by kh*kw strided additions into the (uncropped) output (col2im); the
-backward pass is the matching strided gather (im2col) and two products.
+Computed as one matrix product per group, x (N*S, Ci/g) @ W (Ci/g, Co/g*K) where S
+and K are the products of the spatial and kernel sizes, followed by K strided
+additions into the (uncropped) output (col2im); the backward pass is the matching
+strided gather (im2col) and two products. The same code serves 2-D and 3-D.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -16,36 +19,28 @@ import numpy as np
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
-__all__ = ["conv_transpose2d"]
+__all__ = ["conv_transpose2d", "conv_transpose3d"]
 
 
-def _pair(v: Any, name: str, minimum: int) -> tuple[int, int]:
-    t = (int(v), int(v)) if isinstance(v, int | np.integer) else tuple(int(a) for a in v)
-    if len(t) != 2 or min(t) < minimum:
-        raise ValueError(f"conv_transpose2d: {name} must be an int or a pair of ints >= {minimum}, got {v!r}")
-    return t
+class _ConvTranspose(Operation):
+    """y = conv_transpose(x, W) + b on (N, C, D1, ..., Dn) arrays, n = len(kernel_size).
 
-
-class ConvTranspose2d(Operation):
-    """y = conv_transpose2d(x, W) + b on NCHW arrays.
-
-    Attributes (read by graph replay and the ONNX exporter):
-        kernel_size: (kh, kw).
-        stride: (sh, sw).
-        pads: (top, left, bottom, right) cropped from the full output (ONNX order).
-        output_padding: (oph, opw) extra rows/columns at the bottom/right.
-        dilation: (dh, dw).
+    Attributes (read by graph replay and the ONNX exporter), one entry per spatial axis:
+        kernel_size, stride, dilation, output_padding: tuples of ints (output_padding:
+            extra cells at the end of each axis).
+        pads: (begin_1, ..., begin_n, end_1, ..., end_n) cropped from the full output
+            (ONNX order; negative values add zeros).
         groups: number of groups.
         bias: whether a bias is the third input.
     """
 
     def __init__(
         self,
-        kernel_size: tuple[int, int],
-        stride: tuple[int, int] = (1, 1),
-        pads: tuple[int, int, int, int] = (0, 0, 0, 0),
-        output_padding: tuple[int, int] = (0, 0),
-        dilation: tuple[int, int] = (1, 1),
+        kernel_size: tuple,
+        stride: tuple,
+        pads: tuple,
+        output_padding: tuple,
+        dilation: tuple,
         groups: int = 1,
         bias: bool = False,
     ):
@@ -58,43 +53,49 @@ class ConvTranspose2d(Operation):
         self.groups = int(groups)
         self.bias = bias
 
-    def full_size(self, h: int, w: int) -> tuple[int, int]:
-        """The output size before cropping ``pads``."""
-        (kh, kw), (sh, sw), (dh, dw), (oph, opw) = (
-            self.kernel_size,
-            self.stride,
-            self.dilation,
-            self.output_padding,
+    def full_size(self, *sizes: int) -> tuple:
+        """The output's spatial sizes before cropping ``pads``."""
+        return tuple(
+            (n - 1) * s + (k - 1) * d + 1 + op
+            for n, k, s, d, op in zip(
+                sizes, self.kernel_size, self.stride, self.dilation, self.output_padding
+            )
         )
-        return (h - 1) * sh + (kh - 1) * dh + 1 + oph, (w - 1) * sw + (kw - 1) * dw + 1 + opw
 
-    def _taps(self, h: int, w: int) -> list:
-        (kh, kw), (sh, sw), (dh, dw) = self.kernel_size, self.stride, self.dilation
-        return [
-            (i, j, slice(i * dh, i * dh + sh * (h - 1) + 1, sh), slice(j * dw, j * dw + sw * (w - 1) + 1, sw))
-            for i in range(kh)
-            for j in range(kw)
-        ]
+    def _taps(self, sizes: tuple) -> list:
+        """(kernel offset, output slices) for every cell of the kernel, row-major."""
+        res = []
+        for js in itertools.product(*(range(k) for k in self.kernel_size)):
+            sl = tuple(
+                slice(j * d, j * d + s * (n - 1) + 1, s)
+                for j, d, s, n in zip(js, self.dilation, self.stride, sizes)
+            )
+            res.append((js, (slice(None), slice(None)) + sl))
+        return res
 
     def forward(self, x, W, b=None):
         xp = array_module(x)
-        n, ci, h, w = x.shape
+        nd = len(self.kernel_size)
+        n, ci = x.shape[:2]
+        sizes = x.shape[2:]
         g = self.groups
         cig, cog = ci // g, W.shape[1]
-        kh, kw = self.kernel_size
-        hf, wf = self.full_size(h, w)
-        # cols (N*H*W, G, Co/g, kh, kw)
-        xr = x.transpose(0, 2, 3, 1).reshape(n * h * w, g, cig)
-        wr = W.reshape(g, cig, cog * kh * kw)
-        cols = xp.matmul(xr.transpose(1, 0, 2), wr)  # (G, NHW, Co/g*kh*kw)
-        cols = cols.reshape(g, n, h, w, cog, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
-        cols = cols.reshape(n, g * cog, kh, kw, h, w)
-        full = xp.zeros((n, g * cog, hf, wf), dtype=cols.dtype)
-        for i, j, hs, ws in self._taps(h, w):
-            full[:, :, hs, ws] += cols[:, :, i, j]
+        ks = math.prod(self.kernel_size)
+        full_sizes = self.full_size(*sizes)
+        sp = tuple(range(2, nd + 2))
+        # cols (N, G*Co/g, k1..kn, S1..Sn)
+        xr = x.transpose(0, *sp, 1).reshape(-1, g, cig)
+        wr = W.reshape(g, cig, cog * ks)
+        cols = xp.matmul(xr.transpose(1, 0, 2), wr)  # (G, N*S, Co/g*K)
+        cols = cols.reshape((g, n) + sizes + (cog,) + self.kernel_size)
+        kax = tuple(range(nd + 3, 2 * nd + 3))
+        cols = cols.transpose(1, 0, nd + 2, *kax, *sp).reshape((n, g * cog) + self.kernel_size + sizes)
+        full = xp.zeros((n, g * cog) + full_sizes, dtype=cols.dtype)
+        for js, sl in self._taps(sizes):
+            full[sl] += cols[(slice(None), slice(None)) + js]
         y = self._crop(xp, full)
         if b is not None:
-            y += b.astype(y.dtype, copy=False).reshape(1, -1, 1, 1)
+            y += b.astype(y.dtype, copy=False).reshape((1, -1) + (1,) * nd)
         if self.requires_grad:
             self.cache = (
                 x if self.needs_grad[1] else None,
@@ -105,55 +106,150 @@ class ConvTranspose2d(Operation):
         return y
 
     def _crop(self, xp: Any, full: Any) -> Any:
-        t, l, bt, r = self.pads
-        hf, wf = full.shape[2:]
+        nd = len(self.kernel_size)
+        begin, end = self.pads[:nd], self.pads[nd:]
         if min(self.pads) < 0:  # negative pads grow the output with zeros
-            grown = xp.zeros(
-                full.shape[:2] + (hf + max(-t, 0) + max(-bt, 0), wf + max(-l, 0) + max(-r, 0)), full.dtype
+            shape = full.shape[:2] + tuple(
+                f + max(-b, 0) + max(-e, 0) for f, b, e in zip(full.shape[2:], begin, end)
             )
-            grown[:, :, max(-t, 0) : max(-t, 0) + hf, max(-l, 0) : max(-l, 0) + wf] = full
+            grown = xp.zeros(shape, full.dtype)
+            grown[
+                (slice(None), slice(None))
+                + tuple(slice(max(-b, 0), max(-b, 0) + f) for f, b in zip(full.shape[2:], begin))
+            ] = full
             full = grown
-            t, l, bt, r = max(t, 0), max(l, 0), max(bt, 0), max(r, 0)
-            hf, wf = full.shape[2:]
-        return xp.ascontiguousarray(full[:, :, t : hf - bt, l : wf - r])
+            begin, end = tuple(max(b, 0) for b in begin), tuple(max(e, 0) for e in end)
+        sl = tuple(slice(b, f - e) for f, b, e in zip(full.shape[2:], begin, end))
+        return xp.ascontiguousarray(full[(slice(None), slice(None)) + sl])
 
-    def _uncrop(self, xp: Any, dy: Any, hf: int, wf: int) -> Any:
-        t, l, _, _ = self.pads
-        full = xp.zeros(dy.shape[:2] + (hf, wf), dtype=dy.dtype)
-        ht, wt = max(t, 0), max(l, 0)
-        src = dy[:, :, max(-t, 0) :, max(-l, 0) :]
-        hh, ww = min(src.shape[2], hf - ht), min(src.shape[3], wf - wt)
-        full[:, :, ht : ht + hh, wt : wt + ww] = src[:, :, :hh, :ww]
+    def _uncrop(self, xp: Any, dy: Any, full_sizes: tuple) -> Any:
+        nd = len(self.kernel_size)
+        begin = self.pads[:nd]
+        full = xp.zeros(dy.shape[:2] + tuple(full_sizes), dtype=dy.dtype)
+        src = dy[(slice(None), slice(None)) + tuple(slice(max(-b, 0), None) for b in begin)]
+        keep = [min(s, f - max(b, 0)) for s, f, b in zip(src.shape[2:], full_sizes, begin)]
+        dst = tuple(slice(max(b, 0), max(b, 0) + m) for b, m in zip(begin, keep))
+        full[(slice(None), slice(None)) + dst] = src[
+            (slice(None), slice(None)) + tuple(slice(0, m) for m in keep)
+        ]
         return full
 
     def backward(self, dy):
         xp = array_module(dy)
         x, W, xshape, wshape = self.cache
-        n, ci, h, w = xshape
+        nd = len(self.kernel_size)
+        n, ci = xshape[:2]
+        sizes = tuple(xshape[2:])
         g = self.groups
         cig, cog = ci // g, wshape[1]
-        kh, kw = self.kernel_size
-        hf, wf = self.full_size(h, w)
-        full = self._uncrop(xp, dy, hf, wf)
-        # dcols (N, G*Co/g, kh, kw, H, W) -> (G, NHW, Co/g*kh*kw)
-        dcols = xp.empty((n, g * cog, kh, kw, h, w), dtype=dy.dtype)
-        for i, j, hs, ws in self._taps(h, w):
-            dcols[:, :, i, j] = full[:, :, hs, ws]
-        dc = dcols.reshape(n, g, cog, kh, kw, h, w).transpose(1, 0, 5, 6, 2, 3, 4).reshape(g, n * h * w, -1)
+        ks = math.prod(self.kernel_size)
+        full = self._uncrop(xp, dy, self.full_size(*sizes))
+        # dcols (N, G*Co/g, k1..kn, S1..Sn) -> (G, N*S, Co/g*K)
+        dcols = xp.empty((n, g * cog) + self.kernel_size + sizes, dtype=dy.dtype)
+        for js, sl in self._taps(sizes):
+            dcols[(slice(None), slice(None)) + js] = full[sl]
+        kax = tuple(range(3, nd + 3))
+        sax = tuple(range(nd + 3, 2 * nd + 3))
+        dc = dcols.reshape((n, g, cog) + self.kernel_size + sizes).transpose(1, 0, *sax, 2, *kax)
+        dc = dc.reshape(g, n * math.prod(sizes), cog * ks)
         dx = dW = db = None
+        sp = tuple(range(2, nd + 2))
         if self.needs_grad[0]:
-            wr = W.reshape(g, cig, cog * kh * kw)
-            dxr = xp.matmul(dc, wr.transpose(0, 2, 1))  # (G, NHW, Ci/g)
-            dx = dxr.transpose(1, 0, 2).reshape(n, h, w, ci).transpose(0, 3, 1, 2)
+            wr = W.reshape(g, cig, cog * ks)
+            dxr = xp.matmul(dc, wr.transpose(0, 2, 1))  # (G, N*S, Ci/g)
+            dx = dxr.transpose(1, 0, 2).reshape((n,) + sizes + (ci,)).transpose(0, nd + 1, *range(1, nd + 1))
             dx = xp.ascontiguousarray(dx)
         if self.needs_grad[1]:
-            xr = x.transpose(0, 2, 3, 1).reshape(n * h * w, g, cig).transpose(1, 2, 0)  # (G, Ci/g, NHW)
+            xr = x.transpose(0, *sp, 1).reshape(-1, g, cig).transpose(1, 2, 0)  # (G, Ci/g, N*S)
             dW = xp.matmul(xr, dc).reshape(wshape)
         if self.bias and self.needs_grad[2]:
-            db = dy.sum(axis=(0, 2, 3))
+            db = dy.sum(axis=(0,) + sp)
         if self.bias:
             return dx, dW, db
         return dx, dW
+
+
+class ConvTranspose2d(_ConvTranspose):
+    """y = conv_transpose2d(x, W) + b on NCHW arrays; attributes as :class:`_ConvTranspose`
+    with two spatial axes (pads: top, left, bottom, right)."""
+
+    def __init__(
+        self,
+        kernel_size: tuple[int, int],
+        stride: tuple[int, int] = (1, 1),
+        pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+        output_padding: tuple[int, int] = (0, 0),
+        dilation: tuple[int, int] = (1, 1),
+        groups: int = 1,
+        bias: bool = False,
+    ):
+        super().__init__(kernel_size, stride, pads, output_padding, dilation, groups, bias)
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """y = conv_transpose3d(x, W) + b on NCDHW arrays; attributes as :class:`_ConvTranspose`
+    with three spatial axes."""
+
+    def __init__(
+        self,
+        kernel_size: tuple[int, int, int],
+        stride: tuple[int, int, int] = (1, 1, 1),
+        pads: tuple[int, ...] = (0,) * 6,
+        output_padding: tuple[int, int, int] = (0, 0, 0),
+        dilation: tuple[int, int, int] = (1, 1, 1),
+        groups: int = 1,
+        bias: bool = False,
+    ):
+        super().__init__(kernel_size, stride, pads, output_padding, dilation, groups, bias)
+
+
+def _ints(name: str, what: str, v: Any, nd: int, minimum: int) -> tuple:
+    t = (int(v),) * nd if isinstance(v, int | np.integer) else tuple(int(a) for a in v)
+    if len(t) != nd or min(t) < minimum:
+        raise ValueError(f"{name}: {what} must be an int or {nd} ints >= {minimum}, got {v!r}")
+    return t
+
+
+def _build(
+    name: str, cls: type, nd: int, x: Tensor, W: Tensor, b, stride, padding, output_padding, dilation, groups
+):
+    """Validate the arguments of an ``nd``-D transposed convolution and run it."""
+    if x.ndim() != nd + 2 or W.ndim() != nd + 2:
+        axes = ", ".join(f"k{i + 1}" for i in range(nd))
+        raise ValueError(
+            f"{name}: x must have {nd} spatial axes (N, C, ...) and W (C, O/groups, {axes}), "
+            f"got {x.shape} and {W.shape}"
+        )
+    groups = int(groups)
+    stride_ = _ints(name, "stride", stride, nd, 1)
+    dilation_ = _ints(name, "dilation", dilation, nd, 1)
+    outpad = _ints(name, "output_padding", output_padding, nd, 0)
+    if isinstance(padding, int | np.integer):
+        pads = (int(padding),) * (2 * nd)
+    else:
+        p = tuple(int(a) for a in padding)
+        if len(p) not in (nd, 2 * nd):
+            raise ValueError(
+                f"{name}: padding must be an int, {nd} ints or {2 * nd} ints (ONNX pads order), "
+                f"got {padding!r}"
+            )
+        pads = p + p if len(p) == nd else p
+    ci, wc, cog = x.shape[1], W.shape[0], W.shape[1]
+    if groups < 1 or ci != wc or ci % groups:
+        raise ValueError(
+            f"{name}: x of shape {x.shape} and W of shape {W.shape} do not match "
+            f"with groups={groups} "
+            "(need C == W.shape[0] and C % groups == 0)"
+        )
+    if b is not None and tuple(b.shape) != (cog * groups,):
+        raise ValueError(f"{name}: bias of shape {b.shape} does not match {cog * groups} output channels")
+    op = cls(tuple(W.shape[2:]), stride_, pads, outpad, dilation_, groups, bias=b is not None)
+    full = op.full_size(*x.shape[2:])
+    if any(f - pads[i] - pads[i + nd] <= 0 for i, f in enumerate(full)):
+        raise ValueError(
+            f"{name}: output would be empty for x of shape {x.shape}, W of shape {W.shape}, pads {pads}"
+        )
+    return (op(x, W) if b is None else op(x, W, b))[0]
 
 
 def conv_transpose2d(
@@ -182,39 +278,37 @@ def conv_transpose2d(
     Returns:
         y of shape (N, Co, OH, OW), OH = (H - 1)*sh + (kh - 1)*dh + 1 + oph - top - bottom.
     """
-    if x.ndim() != 4 or W.ndim() != 4:
-        raise ValueError(
-            "conv_transpose2d: x must be (N, C, H, W) and W (C, O/groups, kh, kw), "
-            f"got {x.shape} and {W.shape}"
-        )
-    groups = int(groups)
-    stride_ = _pair(stride, "stride", 1)
-    dilation_ = _pair(dilation, "dilation", 1)
-    outpad = _pair(output_padding, "output_padding", 0)
-    if isinstance(padding, int | np.integer):
-        pads = (int(padding),) * 4
-    else:
-        p = tuple(int(a) for a in padding)
-        if len(p) not in (2, 4):
-            raise ValueError(f"conv_transpose2d: padding must be an int, a pair or 4 ints, got {padding!r}")
-        pads = (p[0], p[1], p[0], p[1]) if len(p) == 2 else p
-    n, ci, h, w = x.shape
-    wc, cog, kh, kw = W.shape
-    if groups < 1 or ci != wc or ci % groups:
-        raise ValueError(
-            f"conv_transpose2d: x of shape {x.shape} and W of shape {W.shape} do not match "
-            f"with groups={groups} "
-            "(need C == W.shape[0] and C % groups == 0)"
-        )
-    if b is not None and tuple(b.shape) != (cog * groups,):
-        raise ValueError(
-            f"conv_transpose2d: bias of shape {b.shape} does not match {cog * groups} output channels"
-        )
-    op = ConvTranspose2d((kh, kw), stride_, pads, outpad, dilation_, groups, bias=b is not None)
-    hf, wf = op.full_size(h, w)
-    if hf - pads[0] - pads[2] <= 0 or wf - pads[1] - pads[3] <= 0:
-        raise ValueError(
-            f"conv_transpose2d: output would be empty for x of shape {x.shape}, W of shape {W.shape}, "
-            f"pads {pads}"
-        )
-    return (op(x, W) if b is None else op(x, W, b))[0]
+    return _build(
+        "conv_transpose2d", ConvTranspose2d, 2, x, W, b, stride, padding, output_padding, dilation, groups
+    )
+
+
+def conv_transpose3d(
+    x: Tensor,
+    W: Tensor,
+    b: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D transposed convolution of NCDHW ``x`` with filters ``W`` (ONNX ConvTranspose).
+
+    Args:
+        x: input of shape (N, Ci, D, H, W).
+        W: filters of shape (Ci, Co/groups, kd, kh, kw).
+        b: bias of shape (Co,), or None.
+        stride, dilation, output_padding: int or 3 ints (output_padding: extra cells
+            at the end of each axis).
+        padding: int, 3 ints (both sides) or 6 ints in ONNX ``pads`` order
+            (d_begin, h_begin, w_begin, d_end, h_end, w_end): cells cropped from the
+            full output (negative values add zeros).
+        groups: channel groups.
+
+    Returns:
+        y of shape (N, Co, OD, OH, OW), OD = (D - 1)*sd + (kd - 1)*dd + 1 + opd - begin - end.
+    """
+    return _build(
+        "conv_transpose3d", ConvTranspose3d, 3, x, W, b, stride, padding, output_padding, dilation, groups
+    )

@@ -1,4 +1,5 @@
 """Pooling: max and average pooling over 2-D (and 1-D) windows, global average pooling.
+N-D and dilated pooling and max-pooling indices: :mod:`singa.autograd.pooling_nd`.
 
 Windows are handled as kh*kw strided views of the (padded) input, combined with
 ``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing,
@@ -19,7 +20,17 @@ from singa.autograd import _im2col as im
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
-__all__ = ["max_pool_2d", "avg_pool_2d", "global_avg_pool", "max_pool_1d", "avg_pool_1d"]
+__all__ = [
+    "max_pool_2d",
+    "avg_pool_2d",
+    "global_avg_pool",
+    "max_pool_1d",
+    "avg_pool_1d",
+    "max_pool_nd",
+    "avg_pool_nd",
+    "max_pool_3d",
+    "avg_pool_3d",
+]
 
 
 class _Pooling(Operation):
@@ -357,3 +368,8 @@ def avg_pool_1d(
     """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
     k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)
     return AveragePooling2D(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]
+
+
+# N-D pooling, dilation and indices live in their own module; re-exported here so the
+# package (which star-imports this family) exposes them.
+from singa.autograd.pooling_nd import avg_pool_3d, avg_pool_nd, max_pool_3d, max_pool_nd  # noqa: E402

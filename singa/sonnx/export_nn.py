@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import conv, normalization, pooling, reduction
-from singa.autograd.conv_transpose import ConvTranspose2d
+from singa.autograd import conv, normalization, pooling, pooling_nd, reduction
+from singa.autograd.conv_transpose import ConvTranspose2d, ConvTranspose3d
 from singa.autograd.dropout import Dropout
 from singa.sonnx.export import ExportContext, ExportError
 
@@ -40,8 +40,8 @@ def convert_conv2d(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
 
 
 def convert_conv_transpose2d(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """ConvTranspose with strides, pads, output_padding, dilations, group (negative
-    pads, which grow the output, are written as an explicit output_shape)."""
+    """ConvTranspose (2-D or 3-D) with strides, pads, output_padding, dilations, group
+    (negative pads, which grow the output, are written as an explicit output_shape)."""
     attrs: dict = {
         "kernel_shape": list(op.kernel_size),
         "strides": list(op.stride),
@@ -50,8 +50,8 @@ def convert_conv_transpose2d(ctx: ExportContext, op: Any, ins: list, outs: list,
         "output_padding": list(op.output_padding),
     }
     if min(op.pads) < 0:
-        t, l, b, r = op.pads
-        if (t, l) != (b, r):
+        nd = len(op.kernel_size)
+        if op.pads[:nd] != op.pads[nd:]:
             raise ctx.error(op, f"negative asymmetric pads {op.pads} cannot be written in ONNX")
         attrs["output_shape"] = list(ys[0].shape[2:])
     else:
@@ -60,42 +60,59 @@ def convert_conv_transpose2d(ctx: ExportContext, op: Any, ins: list, outs: list,
 
 
 def _pool_attrs(ctx: ExportContext, op: Any, xs: list, ys: tuple, counts_pads: bool = False) -> dict:
-    """Pooling attributes. With ``ceil_mode``, where the last window would start beyond
-    the input and its begin padding it is dropped (PyTorch's rule, ours); ONNX before
-    opset 22 keeps it, so then the node is written in floor mode with end paddings that
-    reach exactly as far as the last windows."""
+    """Pooling attributes (any number of spatial axes; ``dilations`` when the operator
+    has them). With ``ceil_mode``, where the last window would start beyond the input
+    and its begin padding it is dropped (PyTorch's rule, ours); ONNX before opset 22
+    keeps it, so then the node is written in floor mode with end paddings that reach
+    exactly as far as the last windows."""
     nd = len(op.kernel_size)
+    dil = tuple(getattr(op, "dilation", (1,) * nd))
+    span = [(k - 1) * d + 1 for k, d in zip(op.kernel_size, dil)]
     pads = list(op.pads)
     sizes, outs = xs[0].shape[2:], ys[0].shape[2:]
-    geo = list(zip(sizes, op.kernel_size, op.stride, outs))
+    geo = list(zip(sizes, span, op.stride, outs))
     ceil = bool(op.ceil_mode) and all(
         -(-(n + pads[i] + pads[i + nd] - k) // s) + 1 == o for i, (n, k, s, o) in enumerate(geo)
     )
     if op.ceil_mode and not ceil:
         for i, (n, k, s, o) in enumerate(geo):
-            ends = [e for e in range(k) if (n + pads[i] + e - k) // s + 1 == o and n + pads[i] + e >= k]
+            ends = [
+                e
+                for e in range(op.kernel_size[i])
+                if (n + pads[i] + e - k) // s + 1 == o and n + pads[i] + e >= k
+            ]
             if counts_pads:  # extra padding would be counted in the averages
                 ends = [e for e in ends if e <= pads[i + nd]]
             if not ends:
                 raise ctx.error(op, f"ceil_mode output size {o} along axis {i + 2} has no ONNX equivalent")
             pads[i + nd] = min(ends, key=lambda e: abs(e - pads[i + nd]))
-    return {
+    attrs = {
         "kernel_shape": list(op.kernel_size),
         "strides": list(op.stride),
         "pads": pads,
         "ceil_mode": int(ceil),
     }
+    if any(d != 1 for d in dil):
+        attrs["dilations"] = list(dil)
+    return attrs
 
 
 def convert_max_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """MaxPool (2-D or 1-D)."""
-    ctx.node("MaxPool", ins, outs, **_pool_attrs(ctx, op, xs, ys))
+    """MaxPool (any number of spatial axes, dilations), with the Indices output and its
+    storage_order when the operator returns indices."""
+    attrs = _pool_attrs(ctx, op, xs, ys)
+    if getattr(op, "return_indices", False):
+        attrs["storage_order"] = int(op.storage_order)
+    ctx.node("MaxPool", ins, outs, **attrs)
 
 
 def convert_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """AveragePool (2-D or 1-D) with count_include_pad. A ceil-mode output that ONNX
-    cannot reproduce with counted pads is written as an explicit zero Pad followed by
-    an AveragePool that counts only the (now real) padded cells."""
+    """AveragePool (any number of spatial axes) with count_include_pad; dilations need
+    opset 19 (else an ExportError). A ceil-mode output that ONNX cannot reproduce with
+    counted pads is written as an explicit zero Pad followed by an AveragePool that
+    counts only the (now real) padded cells."""
+    if any(d != 1 for d in getattr(op, "dilation", ())) and ctx.opset < 19:
+        raise ctx.error(op, f"dilated AveragePool needs opset 19 or newer (exporting opset {ctx.opset})")
     try:
         attrs = _pool_attrs(ctx, op, xs, ys, counts_pads=bool(op.count_include_pad))
     except ExportError:
@@ -123,6 +140,7 @@ class _PadView:
     def __init__(self, op: Any, nd: int):
         self.kernel_size = op.kernel_size
         self.stride = op.stride
+        self.dilation = tuple(getattr(op, "dilation", (1,) * nd))
         self.pads = (0,) * (2 * nd)
         self.ceil_mode = op.ceil_mode
 
@@ -179,8 +197,11 @@ CONVERTERS = {
     reduction.ReduceMax: _reduce("ReduceMax", 18),
     conv.Convolution2D: convert_conv2d,
     ConvTranspose2d: convert_conv_transpose2d,
+    ConvTranspose3d: convert_conv_transpose2d,
     pooling.MaxPooling2D: convert_max_pool,
     pooling.AveragePooling2D: convert_avg_pool,
+    pooling_nd.MaxPoolingND: convert_max_pool,
+    pooling_nd.AveragePoolingND: convert_avg_pool,
     pooling.GlobalAveragePool: convert_global_avg_pool,
     normalization.BatchNorm2d: convert_batchnorm,
     normalization.LayerNorm: convert_layer_norm,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
-from singa.autograd.conv_transpose import conv_transpose2d
+from singa.autograd.conv_transpose import conv_transpose2d, conv_transpose3d
 from singa.sonnx.backend import NodeContext
 from singa.sonnx.import_math import keep_dtype
 from singa.tensor import Tensor
@@ -84,12 +84,14 @@ def handle_conv(ctx: NodeContext, xs: list) -> Tensor:
 
 
 def handle_conv_transpose(ctx: NodeContext, xs: list) -> Tensor:
-    """ConvTranspose (1-D or 2-D) with strides, pads/auto_pad/output_shape,
+    """ConvTranspose (1-D, 2-D or 3-D) with strides, pads/auto_pad/output_shape,
     output_padding, dilations and group."""
     x, w = xs[0], xs[1]
     b = xs[2] if len(xs) > 2 else None
-    one_d = _to_2d(ctx, x, "transposed convolution")
     nd = x.ndim() - 2
+    if nd not in (1, 2, 3):
+        raise ctx.unsupported(f"{nd}-D transposed convolution (1-D, 2-D and 3-D are supported)")
+    one_d = nd == 1
     kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
     strides = list(ctx.attr("strides", [1] * nd))
     dil = list(ctx.attr("dilations", [1] * nd))
@@ -123,46 +125,49 @@ def handle_conv_transpose(ctx: NodeContext, xs: list) -> Tensor:
             x, w, b, (1, strides[0]), (0, pads[0], 0, pads[1]), (0, outpad[0]), (1, dil[0]), group
         )
         return autograd.squeeze(y, 2)
-    return conv_transpose2d(x, w, b, tuple(strides), tuple(pads), tuple(outpad), tuple(dil), group)
+    fn = conv_transpose3d if nd == 3 else conv_transpose2d
+    return fn(x, w, b, tuple(strides), tuple(pads), tuple(outpad), tuple(dil), group)
 
 
 # ----- pooling ----------------------------------------------------------------------------------------
 def _pool_args(ctx: NodeContext, x: Tensor) -> tuple:
-    one_d = _to_2d(ctx, x, "pooling")
+    """(kernel, strides, pads, dilations, ceil_mode) of a MaxPool/AveragePool node."""
     nd = x.ndim() - 2
+    if nd < 1:
+        raise ctx.unsupported(f"input of rank {x.ndim()} (pooling needs (N, C, D1, ...))")
     kernel = list(ctx.attr("kernel_shape"))
     strides = list(ctx.attr("strides", [1] * nd))
     dil = list(ctx.attr("dilations", [1] * nd))
-    if any(d != 1 for d in dil):
-        raise ctx.unsupported(f"dilations {dil} (only 1 is supported)")
     pads = _spatial_pads(ctx, x.shape[2:], kernel, strides, dil)
-    return one_d, kernel, strides, pads, bool(ctx.attr("ceil_mode", 0))
+    return tuple(kernel), tuple(strides), tuple(pads), tuple(dil), bool(ctx.attr("ceil_mode", 0))
 
 
-def handle_max_pool(ctx: NodeContext, xs: list) -> Tensor:
-    """MaxPool (1-D or 2-D); the Indices output is not supported."""
-    if ctx.outputs > 1:
-        raise ctx.unsupported("the Indices output")
-    if int(ctx.attr("storage_order", 0)) != 0:
-        raise ctx.unsupported("storage_order 1")
+def handle_max_pool(ctx: NodeContext, xs: list) -> Any:
+    """MaxPool over any number of spatial axes (1-D, 2-D, 3-D ...) with strides,
+    pads/auto_pad, dilations and ceil_mode; the optional Indices output (flat indices
+    into the whole input, row-major or, with storage_order 1, column-major spatial
+    part). Integer inputs are pooled exactly (as float64) and not differentiated."""
     x = xs[0]
-    one_d, k, s, p, ceil = _pool_args(ctx, x)
+    order = int(ctx.attr("storage_order", 0))
+    k, s, p, d, ceil = _pool_args(ctx, x)
     if x.dtype.kind != "f":  # integers: pooled as float64 (exact up to 2**53), not differentiated
-        y = handle_max_pool(ctx, [ctx.wrap(x.data.astype(np.float64))])
-        return ctx.wrap(y.data.astype(x.dtype))
-    if one_d:
-        return autograd.max_pool_1d(x, k[0], s[0], (p[0], p[1]), ceil)
-    return autograd.max_pool_2d(x, tuple(k), tuple(s), tuple(p), ceil)
+        ys = handle_max_pool(ctx, [ctx.wrap(x.data.astype(np.float64))])
+        if ctx.outputs > 1:
+            return [ctx.wrap(ys[0].data.astype(x.dtype)), ys[1]]
+        return ctx.wrap(ys.data.astype(x.dtype))
+    if ctx.outputs > 1:
+        y, idx = autograd.max_pool_nd(x, k, s, p, d, ceil, return_indices=True, storage_order=order)
+        return [y, idx]
+    return autograd.max_pool_nd(x, k, s, p, d, ceil)
 
 
 def handle_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
-    """AveragePool (1-D or 2-D) with count_include_pad."""
+    """AveragePool over any number of spatial axes (1-D, 2-D, 3-D ...) with strides,
+    pads/auto_pad, dilations, ceil_mode and count_include_pad."""
     x = xs[0]
-    one_d, k, s, p, ceil = _pool_args(ctx, x)
+    k, s, p, d, ceil = _pool_args(ctx, x)
     cip = bool(ctx.attr("count_include_pad", 0))
-    if one_d:
-        return autograd.avg_pool_1d(x, k[0], s[0], (p[0], p[1]), ceil, cip)
-    return autograd.avg_pool_2d(x, tuple(k), tuple(s), tuple(p), ceil, cip)
+    return autograd.avg_pool_nd(x, k, s, p, d, ceil, cip)
 
 
 def handle_global_avg_pool(ctx: NodeContext, xs: list) -> Tensor:

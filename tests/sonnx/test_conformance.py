@@ -29,9 +29,6 @@ EXPECTED_SKIPS = {
     r"test_cast(like)?_.*(BFLOAT16|FLOAT8|FLOAT4|INT4|UINT4|INT2|UINT2|E8M0)": (
         "element types numpy has no dtype for (bfloat16, float8, float4, int4, int2)"
     ),
-    r"test_(averagepool|maxpool|convtranspose)_3d": "3-D pooling / transposed convolution",
-    r"test_(averagepool|maxpool)_2d_dilations": "dilated pooling",
-    r"test_maxpool_with_argmax": "the MaxPool Indices output",
     r"test_training_dropout(_default)?(_mask)?$": "random dropout masks cannot match the reference generator",
     r"test_identity_(sequence|opt)": "sequence and optional types",
 }
