@@ -155,9 +155,18 @@ class Convolution2D(Operation):
     def _dx_as_convolution(self, x_shape: tuple) -> bool:
         """Whether dx of this (ungrouped) convolution is computed as a stride-1
         convolution of the padded dy with the flipped filters (:meth:`_dx_stride1`):
-        stride 1, and no side padded by more than the dilated kernel's reach."""
+        stride 1, no side padded by more than the dilated kernel's reach, and an
+        output about as large as the input ("same" padding; for a "valid" one the
+        products would mostly multiply the zero border)."""
         (kh, kw), (dh, dw), (t, l, b, r) = self.kernel_size, self.dilation, self.pads
-        return self.stride == (1, 1) and max(t, b) <= dh * (kh - 1) and max(l, r) <= dw * (kw - 1)
+        n, c, h, w = x_shape
+        oh, ow = h + t + b - dh * (kh - 1), w + l + r - dw * (kw - 1)
+        return (
+            self.stride == (1, 1)
+            and max(t, b) <= dh * (kh - 1)
+            and max(l, r) <= dw * (kw - 1)
+            and 4 * h * w <= 5 * oh * ow
+        )
 
     def _dx_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple) -> Any:
         """dx of a stride-1 convolution: dy (N, O, OH, OW), placed in a zero border
