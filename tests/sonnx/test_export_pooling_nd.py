@@ -68,3 +68,23 @@ def test_dilated_avg_pool_before_opset_19_is_an_export_error():
     x = tensor.from_numpy(rand((2, 2, 6, 6)))
     with pytest.raises(ExportError, match=r"AveragePoolingND.*opset 19"):
         sonnx.to_onnx([x], lambda x: autograd.avg_pool_nd(x, 2, 1, 0, 2), opset=17)
+
+
+@pytest.mark.parametrize(
+    "ci, co, groups, stride, pads, outpad, dil, bias",
+    [
+        (2, 3, 1, 1, 0, 0, 1, False),
+        (4, 6, 2, (2, 1, 2), (1, 0, 1, 0, 1, 1), (1, 0, 1), 1, True),
+        (2, 2, 1, 2, 1, 0, (1, 2, 1), True),
+        (2, 4, 2, 2, (0, 1, 0, 1, 0, 1), 1, 1, False),
+    ],
+)
+def test_conv_transpose_3d(ci, co, groups, stride, pads, outpad, dil, bias):
+    w = tensor.from_numpy(rand((ci, co // groups, 2, 3, 2), seed=1))
+    b = tensor.from_numpy(rand((co,), seed=2)) if bias else None
+
+    def f(x):
+        return autograd.conv_transpose3d(x, w, b, stride, pads, outpad, dil, groups)
+
+    m = check_export(f, vol(ci, 3, 4, 3))
+    assert op_types(m).count("ConvTranspose") == 1
