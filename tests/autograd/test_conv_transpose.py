@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from gpu_compare import assert_gpu_matches_cpu  # noqa: I001
 
 from singa import autograd, tensor
 from singa.autograd.conv_transpose import ConvTranspose3d, conv_transpose2d, conv_transpose3d
@@ -229,3 +230,14 @@ def test_3d_shape_errors():
         conv_transpose3d(x, tensor.from_numpy(np.zeros((4, 2, 2, 2, 2))), padding=(1, 1))
     with pytest.raises(ValueError, match="conv_transpose3d: output would be empty"):
         conv_transpose3d(x, tensor.from_numpy(np.zeros((4, 2, 1, 1, 1))), padding=(0, 2, 0, 0, 1, 0))
+
+
+@pytest.mark.gpu
+def test_3d_gpu_matches_cpu():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 4, 3, 4, 3)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 2, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    assert_gpu_matches_cpu(
+        lambda a, f, c: conv_transpose3d(a, f, c, 2, (1, 0, 1, 0, 1, 1), 1, (1, 2, 1), 2), [x, w, b]
+    )

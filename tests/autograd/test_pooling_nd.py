@@ -5,6 +5,7 @@ import itertools
 
 import numpy as np
 import pytest
+from gpu_compare import assert_gpu_matches_cpu, gpu_or_skip  # noqa: I001
 
 from singa import autograd
 from singa.autograd.gradcheck import gradcheck
@@ -211,3 +212,30 @@ def test_float32_is_preserved():
 def test_errors(fn, shape, args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         fn(T(np.zeros(shape)), *args, **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: autograd.max_pool_nd(t, 2, 1, 1, 2, True),
+        lambda t: autograd.avg_pool_nd(t, (2, 3, 2), 2, (1, 0, 1, 0, 1, 1), 1, True, False),
+        lambda t: autograd.avg_pool_nd(t, 2, 1, 0, (2, 1, 2), False, True),
+    ],
+)
+def test_gpu_matches_cpu(fn):
+    assert_gpu_matches_cpu(fn, [distinct((2, 2, 5, 6, 5), 7).astype(np.float32)])
+
+
+@pytest.mark.gpu
+def test_gpu_indices_match_cpu():
+    gpu = gpu_or_skip()
+    x = distinct((2, 2, 5, 6, 5), 8).astype(np.float32)
+    for order in (0, 1):
+        outs = []
+        for dev in (None, gpu):
+            t = Tensor(data=x, device=dev, requires_grad=False)
+            y, i = autograd.max_pool_nd(t, 3, 2, 1, (1, 2, 1), True, return_indices=True, storage_order=order)
+            outs.append((y.to_numpy(), i.to_numpy()))
+        np.testing.assert_array_equal(outs[1][0], outs[0][0])
+        np.testing.assert_array_equal(outs[1][1], outs[0][1])
