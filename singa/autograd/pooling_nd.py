@@ -96,8 +96,9 @@ class _PoolingND(Operation):
             return dxp
         return dxp[(slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(self.pads, sizes))]
 
-    def _axis_real(self, xp: Any, axis: int, j: int, n: int, o: int, lo: int, hi: int) -> Any:
-        """Boolean (o,) mask: whether offset ``j`` of the window at each output lies in [lo, hi)."""
+    def _axis_real(self, axis: int, j: int, o: int, lo: int, hi: int) -> np.ndarray:
+        """Host boolean (o,) mask along ``axis``: whether offset ``j`` of the window of
+        each output lies in [lo, hi)."""
         pos = np.arange(o) * self.stride[axis] - self.pads[axis] + j * self.dilation[axis]
         return (pos >= lo) & (pos < hi)
 
@@ -158,7 +159,7 @@ class MaxPoolingND(_PoolingND):
                 for a, j in enumerate(js):
                     shape = [1] * len(outs)
                     shape[a] = outs[a]
-                    real = real & self._axis_real(xp, a, j, sizes[a], outs[a], 0, sizes[a]).reshape(shape)
+                    real = real & self._axis_real(a, j, outs[a], 0, sizes[a]).reshape(shape)
                 m &= xp.asarray(real)
             arg[m] = num
         return arg
@@ -219,7 +220,7 @@ class AveragePoolingND(_PoolingND):
         total = np.ones(outs)
         for a, (n, k, o) in enumerate(zip(sizes, self.kernel_size, outs)):
             lo, hi = (-self.pads[a], n + self.pads[a + nd]) if self.count_include_pad else (0, n)
-            cnt = sum(self._axis_real(xp, a, j, n, o, lo, hi).astype(np.int64) for j in range(k))
+            cnt = sum(self._axis_real(a, j, o, lo, hi).astype(np.int64) for j in range(k))
             shape = [1] * nd
             shape[a] = o
             total = total * cnt.reshape(shape)
