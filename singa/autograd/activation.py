@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor
 
 __all__ = [
@@ -379,6 +379,13 @@ class LogSoftMax(Operation):
 
 
 # ----- public functions ----------------------------------------------------------------
+def _floating(name: str, x: Tensor) -> None:
+    """Raise ValueError naming ``name`` and the dtype unless ``x`` is floating point (one
+    dtype-kind test per call; non-Tensors are left to ``Operation.__call__``)."""
+    if isinstance(x, Tensor) and x.data.dtype.kind != "f":
+        check_same_dtype(name, x, floating=True)
+
+
 def _axis(name: str, x: Tensor, axis: int) -> int:
     nd = x.data.ndim
     if not -nd <= axis < nd:
@@ -388,41 +395,49 @@ def _axis(name: str, x: Tensor, axis: int) -> int:
 
 def relu(x: Tensor) -> Tensor:
     """Rectified linear unit, max(x, 0); the gradient at 0 is 0."""
+    _floating("relu", x)
     return ReLU()(x)[0]
 
 
 def leakyrelu(x: Tensor, a: float = 0.01) -> Tensor:
     """x where x > 0, ``a * x`` elsewhere (SINGA's LeakyRelu)."""
+    _floating("leakyrelu", x)
     return LeakyReLU(a)(x)[0]
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x where x > 0, ``alpha * (exp(x) - 1)`` elsewhere."""
+    _floating("elu", x)
     return Elu(alpha)(x)[0]
 
 
 def selu(x: Tensor, alpha: float = 1.67326324, gamma: float = 1.05070098) -> Tensor:
     """Scaled ELU: ``gamma * x`` where x > 0, ``gamma * alpha * (exp(x) - 1)`` elsewhere."""
+    _floating("selu", x)
     return Selu(alpha, gamma)(x)[0]
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """The logistic function 1 / (1 + exp(-x))."""
+    _floating("sigmoid", x)
     return Sigmoid()(x)[0]
 
 
 def tanh(x: Tensor) -> Tensor:
     """Hyperbolic tangent."""
+    _floating("tanh", x)
     return Tanh()(x)[0]
 
 
 def softplus(x: Tensor) -> Tensor:
     """log(1 + exp(x)), computed without overflow; its gradient is sigmoid(x)."""
+    _floating("softplus", x)
     return SoftPlus()(x)[0]
 
 
 def softsign(x: Tensor) -> Tensor:
     """x / (1 + |x|)."""
+    _floating("softsign", x)
     return SoftSign()(x)[0]
 
 
@@ -435,19 +450,23 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    _floating("gelu", x)
     return Gelu(approximate)(x)[0]
 
 
 def hardsigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
     """max(0, min(1, alpha * x + beta)), as ONNX HardSigmoid defines it."""
+    _floating("hardsigmoid", x)
     return HardSigmoid(alpha, beta)(x)[0]
 
 
 def softmax(x: Tensor, axis: int = 1) -> Tensor:
     """exp(x) / sum(exp(x)) along ``axis`` (negative axes count from the end)."""
+    _floating("softmax", x)
     return SoftMax(_axis("softmax", x, axis))(x)[0]
 
 
 def log_softmax(x: Tensor, axis: int = 1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed stably (negative axes count from the end)."""
+    _floating("log_softmax", x)
     return LogSoftMax(_axis("log_softmax", x, axis))(x)[0]

@@ -20,7 +20,7 @@ import numpy as np
 
 import singa.autograd as _state
 from singa.autograd._im2col import is_channels_last
-from singa.autograd.engine import Operation, array_module, unbroadcast
+from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
 
@@ -241,6 +241,8 @@ def batchnorm_2d(
         training = _state.training
     if x.ndim() < 2:
         raise ValueError(f"batchnorm_2d: x must be (N, C, ...), got shape {x.shape}")
+    if x.data.dtype.kind != "f":
+        check_same_dtype("batchnorm_2d", x, floating=True)
     c = x.shape[1]
     for name, t in (
         ("scale", scale),
@@ -315,6 +317,8 @@ def layer_norm(x: Tensor, scale: Tensor, bias: Tensor | None, axis: int = -1, ep
     """ONNX LayerNormalization: normalise ``x`` over the axes ``axis``..end (mean and
     biased variance per leading index), then scale and shift. ``scale`` and ``bias``
     have shape x.shape[axis:] (or broadcast to it); ``bias`` may be None."""
+    if x.data.dtype.kind != "f":
+        check_same_dtype("layer_norm", x, floating=True)
     r = x.ndim()
     if not -r <= axis < r:
         raise ValueError(f"layer_norm: axis {axis} is out of range for x of shape {x.shape}")

@@ -189,6 +189,19 @@ def test_layer_norm_float32_and_errors():
         autograd.layer_norm(const(x), const(np.ones(8)), None, axis=2)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
+def test_integer_and_bool_inputs_raise_naming_op_and_dtype(dtype):
+    x = const(np.ones((2, 3, 2, 2)), dtype)
+    ok = const(np.ones(3))
+    msg = rf".*floating-point.*{np.dtype(dtype)}"
+    with pytest.raises(ValueError, match="^batchnorm_2d: " + msg):
+        autograd.batchnorm_2d(x, ok, ok, ok, ok, training=True)
+    with pytest.raises(ValueError, match="^batchnorm_2d: " + msg):
+        autograd.batchnorm_2d(x, ok, ok, ok, ok, training=False)
+    with pytest.raises(ValueError, match="^layer_norm: " + msg):
+        autograd.layer_norm(x, const(np.ones(2)), None)
+
+
 # ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(8, 3, 5, 5), (16, 4)])
