@@ -14,6 +14,9 @@ batch, see :mod:`singa.sonnx.trace`). Every forward operator call arrives as
 * any other array no operator produced is a constant (a ``Constant`` node);
 * operator outputs are intermediate values, the requested outputs graph outputs.
 
+Output tensors computed earlier (``to_onnx([x], [y])``) are exported by tracing a replay
+of their recorded autograd graph (:mod:`singa.sonnx.recorded`).
+
 Each operator is converted by the converter registered for ``type(op)`` in the tables
 of the ``export_*`` modules (one per autograd family). A converter reads the
 operator's attributes and emits nodes through :class:`ExportContext`.
@@ -29,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from singa.sonnx import trace
+from singa.sonnx import recorded, trace
 from singa.tensor import Tensor
 
 DEFAULT_OPSET = 17
@@ -442,15 +445,16 @@ def to_onnx(
     check: bool = True,
     model: Any = None,
 ) -> onnx.ModelProto:
-    """Trace the computation from ``inputs`` to the outputs and return an ONNX model.
+    """Export the computation from ``inputs`` to ``outputs`` as an ONNX model.
 
     Args:
         inputs: the input Tensor(s); their values are used for the trace.
-        outputs: what computes the outputs from the inputs: a Layer/Model (traced in
-            eval mode; its states become initializers named by their dotted names) or a
-            function of the input tensors (leaf tensors that store gradients become
-            initializers, named ``Tensor.name`` or ``param_<k>``). Tensors computed
-            earlier carry no trace: pass the model or function that made them.
+        outputs: the output Tensor(s) computed from ``inputs`` with autograd recording
+            (SINGA's form, see :mod:`singa.sonnx.recorded`: the recorded graph is
+            replayed in inference form, on copies of the operators), a Layer/Model
+            (traced in eval mode) or a function of the input tensors. States of the
+            Layer/Model (or of ``model``) become initializers named by their dotted
+            names, other leaf tensors that store gradients ``Tensor.name``/``param_<k>``.
         model_name: the ONNX graph's name.
         opset: the default-domain opset (default 17; from 11 to ``max_opset()``).
         dynamic_batch: axis 0 of the inputs (those whose axis 0 has the first input's
@@ -459,17 +463,20 @@ def to_onnx(
         input_names / output_names: value names (default ``input``/``output`` or
             ``input_<i>``/``output_<i>``).
         check: run ``onnx.checker.check_model(..., full_check=True)``.
-        model: with a function as ``outputs`` (e.g. the model followed by a loss, to
-            export a training graph), the Layer/Model it uses: traced in eval mode, its
-            states named by their dotted names.
+        model: with tensors or a function as ``outputs`` (e.g. the model followed by
+            a loss, to export a training graph), the Layer/Model they come from: its
+            states are named by their dotted names (a function runs it in eval mode).
 
     Raises:
-        ExportError: an operator without converter (naming it and its layer), or a
-            batch-dependent size the exported graph could not express.
+        ExportError: an operator without converter (naming it and its layer), a
+            batch-dependent size the exported graph could not express, or output
+            tensors without a usable recorded graph (naming the problem).
 
     Example::
 
-        onnx_model = sonnx.to_onnx([x], model)
+        autograd.training = True
+        y = model.forward(x)
+        onnx_model = sonnx.to_onnx([x], [y])     # or sonnx.to_onnx([x], model)
         onnx.save(onnx_model, "model.onnx")
     """
     from singa.layer.base import Layer
@@ -478,7 +485,18 @@ def to_onnx(
     if not inputs:
         raise ValueError("ONNX export: at least one input tensor is needed")
     opset = _check_opset(opset)
-    if isinstance(outputs, Layer):
+    recorded_graph = None
+    if recorded.are_tensors(outputs):
+        if model is not None and not isinstance(model, Layer):
+            raise TypeError(f"ONNX export: model must be a Layer/Model, got {type(model).__name__}")
+        outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+        try:
+            recorded_graph = recorded.RecordedGraph(inputs, outs)
+            recorded_graph.verify()
+        except recorded.RecordError as e:
+            raise ExportError(str(e)) from None
+        fn: Callable = recorded_graph.replay
+    elif isinstance(outputs, Layer):
         model = outputs
         if not getattr(model, "_initialized", True):  # create the parameters outside the traces
             trace.trace(lambda *xs: _run_layer(model, xs), inputs, model)
@@ -491,14 +509,16 @@ def to_onnx(
             trace.trace(fn, inputs, model)
     else:
         raise TypeError(
-            "ONNX export: `outputs` must be the Layer/Model or the function that computes the outputs "
-            "from the inputs (already computed tensors carry no trace)"
+            "ONNX export: `outputs` must be the output Tensor(s), the Layer/Model or the function that "
+            f"computes the outputs from the inputs, got {type(outputs).__name__}"
         )
     try:
         tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)
-    except trace.TraceError as e:
+    except (trace.TraceError, recorded.RecordError) as e:
         raise ExportError(str(e)) from None
-    params = _model_params(model) if model is not None else tr1.leaf_params()
+    params = tr1.leaf_params() if model is None or recorded_graph is not None else {}
+    if model is not None:  # the model's dotted names win
+        params.update(_model_params(model))
     result = _convert(
         tr1, tr2, inputs, inputs2, outs1, outs2, params, opset, input_names, output_names, model_name
     )

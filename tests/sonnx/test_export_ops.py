@@ -325,9 +325,11 @@ def test_batch_dependent_attribute_is_reported():
         sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], h)
 
 
-def test_tensors_are_not_a_trace():
+def test_outputs_must_be_tensors_a_layer_or_a_function():
     x = tensor.from_numpy(rand((2, 3)))
-    with pytest.raises(TypeError, match="Layer/Model or the function"):
+    with pytest.raises(TypeError, match="output Tensor\\(s\\), the Layer/Model or the function"):
+        sonnx.to_onnx([x], [np.ones(3)])
+    with pytest.raises(sonnx.ExportError, match="no recorded graph"):  # tensors: see test_export_tensors.py
         sonnx.to_onnx([x], [autograd.relu(x)])
 
 

@@ -1,0 +1,257 @@
+"""Export of tensors already computed (SINGA's ``sonnx.to_onnx(inputs, [y])``): walk
+the autograd graph recorded while the outputs were computed and turn it into a function
+of new input tensors, which the tracing exporter then traces like any other.
+
+What the graph holds (see :mod:`singa.autograd.engine`): an Operation called while
+autograd records keeps ``src`` (per input that requires a gradient: its creator and
+output index, or the tensor itself for a leaf) and ``leaves`` (the inputs that require
+no gradient). Walking back from the outputs' creators gives every operator, in
+topological order, and every leaf tensor, which is
+
+* one of ``inputs`` (the same Tensor, or a Tensor of the same array): a graph input;
+* a tensor that stores its gradient: a parameter, exported as a named initializer;
+* anything else (an input batch not listed, labels, a constant made in forward): a
+  constant.
+
+The replay calls *shallow copies* of the recorded operators on the new tensors, never
+the recorded operators themselves, whose ``src`` and ``cache`` the user's ``backward``
+still needs. Operators recorded in training mode are replayed in their inference form
+(BatchNorm with its running statistics, Dropout as the identity), as a model is exported
+in eval mode; no state array is touched.
+
+Before the export, :meth:`RecordedGraph.verify` replays the graph as it was recorded
+(BatchNorm with batch statistics on copies of its running statistics, Dropout with its
+recorded mask) and checks that it reproduces the given output values.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from singa import autograd
+from singa.autograd.dropout import Dropout
+from singa.tensor import Tensor
+
+_HOW_TO_RECORD = (
+    "compute the outputs with autograd.training = True (from the same input tensors) right before "
+    "exporting, or pass the model (or a function) that computes them instead of the tensors"
+)
+
+
+class RecordError(RuntimeError):
+    """The recorded graph cannot be exported (the exporter re-raises it as ExportError)."""
+
+
+def are_tensors(outputs: Any) -> bool:
+    """True for a Tensor or a non-empty list/tuple of Tensors."""
+    if isinstance(outputs, Tensor):
+        return True
+    return isinstance(outputs, list | tuple) and bool(outputs) and all(isinstance(o, Tensor) for o in outputs)
+
+
+def _host(a: Any) -> np.ndarray:
+    return np.asarray(a) if isinstance(a, np.ndarray | np.generic) else a.get()
+
+
+class RecordedGraph:
+    """The operators and leaves reachable from ``outputs`` through recorded ``src``/``leaves``.
+
+    Args:
+        inputs: the tensors that become graph inputs (matched by identity or by array).
+        outputs: the computed output tensors.
+
+    Attributes:
+        order: the recorded operators, each after the ones producing its inputs.
+        used: indices of the inputs the outputs depend on.
+    """
+
+    def __init__(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]):
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self._by_tensor = {id(t): k for k, t in enumerate(self.inputs)}
+        self._by_array = {id(t.data): k for k, t in enumerate(self.inputs)}
+        self.used: set[int] = set()
+        self.order: list = []
+        self._args: dict[int, list] = {}
+        self._outs = [self._output_ref(j, y) for j, y in enumerate(self.outputs)]
+        self._walk([r[1] for r in self._outs if r[0] == "op"])
+        if not self.used:
+            raise RecordError(
+                "ONNX export: the outputs do not depend on the inputs through recorded operators (were "
+                "they computed with autograd.training = False, from other input tensors, or do operators "
+                "run on the inputs before they meet a parameter? Those record nothing while the inputs "
+                "require no gradient: set x.requires_grad = True first); " + _HOW_TO_RECORD
+            )
+
+    # ----- walking ---------------------------------------------------------------------------------
+    def _leaf(self, t: Tensor) -> tuple:
+        k = self._by_tensor.get(id(t))
+        if k is None:
+            k = self._by_array.get(id(t.data))
+        if k is not None:
+            self.used.add(k)
+            return ("x", k)
+        return ("leaf", t)
+
+    def _output_ref(self, j: int, y: Tensor) -> tuple:
+        if y.creator is not None:
+            return ("op", y.creator, y._index)
+        if id(y) in self._by_tensor or id(y.data) in self._by_array:
+            return self._leaf(y)
+        raise RecordError(
+            f"ONNX export: output {j} (shape {y.shape}) has no recorded graph: it was computed while "
+            "autograd was not recording (autograd.training = False or no_grad), or from tensors that "
+            "require no gradient; " + _HOW_TO_RECORD
+        )
+
+    def _walk(self, roots: list) -> None:
+        state: dict[int, bool] = {}  # op id -> done
+        stack = [(op, False) for op in reversed(roots)]
+        while stack:
+            op, expanded = stack.pop()
+            if expanded:
+                state[id(op)] = True
+                self.order.append(op)
+                continue
+            if id(op) in state:
+                continue
+            state[id(op)] = False
+            src = op.src
+            if src is None:
+                raise RecordError(
+                    f"ONNX export: the recorded graph of {type(op).__name__} was released (backward, or an "
+                    "optimizer step, ran through it); export before calling backward: compute the outputs "
+                    "again (autograd.training = True; y = model.forward(x)), or pass the model instead of "
+                    "the tensors"
+                )
+            leaves = op.leaves
+            refs = []
+            children = []
+            for i, s in enumerate(src):
+                t = None
+                if s is not None:
+                    creator, idx, t = s
+                    if creator is not None:
+                        refs.append(("op", creator, idx))
+                        children.append(creator)
+                        continue
+                elif leaves is not None:
+                    t = leaves[i]
+                if t is None:
+                    raise RecordError(
+                        f"ONNX export: input {i} of the recorded {type(op).__name__} was not kept by the "
+                        "recording; " + _HOW_TO_RECORD
+                    )
+                refs.append(self._leaf(t))
+            self._args[id(op)] = refs
+            stack.append((op, True))
+            for c in reversed(children):
+                if id(c) not in state:
+                    stack.append((c, False))
+
+    # ----- replaying -------------------------------------------------------------------------------
+    def _run(self, xs: Sequence[Tensor], recorded: bool) -> list:
+        vals: dict[int, tuple] = {}
+
+        def value(ref: tuple) -> Any:
+            if ref[0] == "x":
+                return xs[ref[1]]
+            if ref[0] == "leaf":
+                return ref[1]
+            return vals[id(ref[1])][ref[2]]
+
+        for op in self.order:
+            args = [value(r) for r in self._args[id(op)]]
+            c = copy.copy(op)
+            c.src = None
+            c.cache = None
+            c.leaves = None
+            c.requires_grad = False
+            training = getattr(op, "training", None) is True
+            if recorded and training:
+                if isinstance(op, Dropout) and op.cache is not None:  # the recorded mask
+                    x = args[0]
+                    vals[id(op)] = (Tensor._wrap(x.data * op.cache, x.device),)
+                    continue
+                # batch statistics; in-place state updates go to copies
+                args = [
+                    Tensor._wrap(a.data.copy(), a.device) if r[0] == "leaf" and not a.requires_grad else a
+                    for a, r in zip(args, self._args[id(op)])
+                ]
+            elif training:
+                c.training = False
+            try:
+                vals[id(op)] = c(*args)
+            except Exception as e:
+                raise RecordError(self._replay_failure(op, xs, e)) from e
+        return [value(r) for r in self._outs]
+
+    def _replay_failure(self, op: Any, xs: Sequence[Tensor], e: Exception) -> str:
+        msg = f"ONNX export: replaying the recorded {type(op).__name__} failed ({type(e).__name__}: {e})"
+        b0 = self.inputs[0].shape[0] if self.inputs[0].ndim() > 0 else None
+        b = xs[0].shape[0] if xs[0].ndim() > 0 else None
+        if b0 is not None and b != b0:
+            tied = sorted(
+                {str(tuple(t.shape)) for t in self._constants() if t.ndim() > 0 and t.shape[0] == b0}
+            )
+            msg += (
+                f" at batch size {b} (recorded at {b0}): the recording holds something tied to the batch "
+                "size: a reshape target computed from x.shape, or a constant"
+                + (f" (here of shape {', '.join(tied)})" if tied else "")
+                + " such as labels (give them among the inputs) or values computed from the inputs before "
+                "they met a parameter (not recorded while the inputs require no gradient: set "
+                "x.requires_grad = True first); export with dynamic_batch=False, or pass the model instead "
+                "of the tensors"
+            )
+        return msg
+
+    def _constants(self) -> list[Tensor]:
+        """The leaves that are neither inputs nor parameters."""
+        return [
+            r[1] for op in self.order for r in self._args[id(op)] if r[0] == "leaf" and not r[1].stores_grad
+        ]
+
+    def replay(self, *xs: Tensor) -> list:
+        """The outputs recomputed from ``xs`` in inference form (for the tracer)."""
+        with autograd.no_grad():
+            outs = self._run(xs, recorded=False)
+        if self.inputs and self.inputs[0].ndim() > 0 and xs[0].shape[0] != self.inputs[0].shape[0]:
+            b0, b = self.inputs[0].shape[0], xs[0].shape[0]
+            for j, (y, o) in enumerate(zip(self.outputs, outs)):
+                if y.ndim() > 0 and y.shape[0] == b0 and o.shape[0] != b:
+                    raise RecordError(
+                        f"ONNX export: output {j} does not follow the batch size when the recording is "
+                        f"replayed at batch size {b} (shape {o.shape}, recorded {y.shape}): an operator "
+                        "recorded a size computed from the batch size; export with dynamic_batch=False, "
+                        "or pass the model instead of the tensors"
+                    )
+        return outs
+
+    def verify(self, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+        """Replay as recorded at the original inputs and check the given output values."""
+        with autograd.no_grad():
+            outs = self._run(self.inputs, recorded=True)
+        for j, (y, o) in enumerate(zip(self.outputs, outs)):
+            want, got = _host(y.data), _host(o.data)
+            if want.shape != got.shape:
+                raise RecordError(
+                    f"ONNX export: replaying the recording gives output {j} the shape {got.shape}, "
+                    f"the given tensor has {want.shape}"
+                )
+            if want.size == 0:
+                continue
+            scale = max(1.0, float(np.abs(want).max()))
+            err = float(np.abs(got.astype(np.float64) - want).max())
+            if not np.isfinite(err) or err > atol * scale + rtol * float(np.abs(want).max()):
+                if np.array_equal(want, got, equal_nan=True):
+                    continue
+                raise RecordError(
+                    f"ONNX export: replaying the recorded operators does not reproduce output {j} "
+                    f"(max abs diff {err:.3g}): an input or a parameter changed after the output was "
+                    "computed (an optimizer step, an in-place update); compute the outputs again right "
+                    "before exporting, or pass the model instead of the tensors"
+                )

@@ -1,0 +1,298 @@
+"""SINGA's export form ``sonnx.to_onnx(inputs, [y])`` with output tensors already computed
+under ``autograd.training = True``: the recorded graph is walked back and replayed in
+inference form; each file passes the full checker and runs in onnxruntime at two batch
+sizes against our eval output; the user's graph stays usable for backward."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from sonnx_helpers import op_types, rand, reference, session
+
+from singa import autograd, device, layer, model, opt, sonnx, tensor
+
+
+@pytest.fixture(autouse=True)
+def recording():
+    device.get_default_device().set_rand_seed(0)
+    prev = autograd.training
+    autograd.training = True
+    yield
+    autograd.training = prev
+
+
+class MLP(model.Model):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = layer.Linear(16)
+        self.fc2 = layer.Linear(4)
+
+    def forward(self, x):
+        return self.fc2(autograd.relu(self.fc1(x)))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class CNN(model.Model):
+    """Conv + BatchNorm + pooling + Dropout + Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = layer.Conv2d(4, 3, padding=1)
+        self.bn = layer.BatchNorm2d()
+        self.pool = layer.MaxPool2d(2, 2)
+        self.drop = layer.Dropout(0.4)
+        self.fc = layer.Linear(3)
+
+    def forward(self, x):
+        y = self.pool(autograd.relu(self.bn(self.conv(x))))
+        return self.fc(self.drop(autograd.flatten(y)))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+def vectors(b):
+    return [rand((b, 8), seed=b)]
+
+
+def images(b):
+    return [rand((b, 2, 6, 6), seed=b)]
+
+
+def check_runs(proto, target, make, batches=(3, 5), tol=1e-4):
+    """Full check, then onnxruntime at every batch size against ``target``'s eval output."""
+    onnx.checker.check_model(proto, full_check=True)
+    sess = session(proto)
+    names = [i.name for i in sess.get_inputs()]
+    for b in batches:
+        arrays = make(b)
+        want = reference(target, arrays)
+        got = sess.run(None, dict(zip(names, arrays)))
+        assert len(got) == len(want)
+        for w, g in zip(want, got):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max())))
+
+
+def test_mlp_in_singa_form():
+    m = MLP()
+    x = tensor.from_numpy(vectors(3)[0])
+    y = m.forward(x)
+    proto = sonnx.to_onnx([x], [y])
+    assert op_types(proto) == ["MatMul", "Add", "Relu", "MatMul", "Add"]
+    assert sorted(i.name for i in proto.graph.initializer) == ["param_0", "param_1", "param_2", "param_3"]
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    check_runs(proto, m, vectors)
+    # a single Tensor works too, and model= names the initializers by their dotted names
+    named = sonnx.to_onnx(x, y, model=m, input_names=["x"], output_names=["logits"])
+    assert {i.name for i in named.graph.initializer} == set(m.get_states())
+    assert [o.name for o in named.graph.output] == ["logits"]
+    check_runs(named, m, vectors)
+
+
+def test_input_that_requires_grad_as_in_singa():
+    """SINGA's ``tensor.Tensor(shape)`` requires a gradient by default: still a graph input."""
+    m = MLP()
+    x = tensor.Tensor((3, 8))
+    x.copy_from_numpy(vectors(3)[0])
+    assert x.requires_grad and not x.stores_grad
+    proto = sonnx.to_onnx([x], [m.forward(x)], model=m)
+    check_runs(proto, m, vectors)
+
+
+def test_cnn_with_batchnorm_and_dropout_exports_inference_form():
+    net = CNN()
+    net.set_optimizer(opt.SGD(lr=0.05, momentum=0.9))
+    x = tensor.from_numpy(images(4)[0])
+    t = tensor.from_numpy((np.arange(4) % 3).astype(np.int64))
+    net.train()
+    net(x, t)  # one training step: running statistics move away from 0 / 1
+    rm = net.bn.running_mean.to_numpy()
+    assert not np.allclose(rm, 0)
+    y = net.forward(x)  # training mode: batch statistics, a dropout mask
+    states = {k: v.to_numpy() for k, v in net.get_states().items()}
+    proto = sonnx.to_onnx([x], [y], model=net)
+    for k, v in net.get_states().items():  # no state touched by the export
+        np.testing.assert_array_equal(v.to_numpy(), states[k])
+    assert net.training
+    types = op_types(proto)
+    assert "BatchNormalization" in types and "Dropout" not in types
+    bn = next(n for n in proto.graph.node if n.op_type == "BatchNormalization")
+    assert all(a.name != "training_mode" for a in bn.attribute)
+    assert {i.name for i in proto.graph.initializer} == set(net.get_states())
+    check_runs(proto, net, images, batches=(4, 7))
+
+
+def test_backward_after_export_gives_the_same_gradients():
+    net = CNN()
+    x = tensor.from_numpy(images(4)[0])
+    t = tensor.from_numpy((np.arange(4) % 3).astype(np.int64))
+    net.train()
+    net.forward(x)  # create the parameters
+    grads = []
+    for export in (False, True):
+        device.get_default_device().set_rand_seed(7)  # the same dropout mask both times
+        y = net.forward(x)
+        loss = autograd.softmax_cross_entropy(y, t)
+        if export:
+            sonnx.to_onnx([x], [y], model=net)
+        g = autograd.gradients(loss)
+        grads.append({n: g[p].to_numpy() for n, p in net.get_params().items()})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) == 6
+    for k in grads[0]:
+        np.testing.assert_array_equal(grads[1][k], grads[0][k])
+
+
+class WithConstant(model.Model):
+    """Constants made in forward: a row of weights and a scalar."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = layer.Linear(5)
+
+    def forward(self, x):
+        w = tensor.from_numpy(np.linspace(0.5, 1.5, 5).astype(np.float32).reshape(1, 5))
+        h = autograd.mul(self.fc(x), w)
+        return autograd.add(autograd.tanh(h), tensor.from_numpy(np.array([0.25], np.float32)))
+
+
+def test_constants_made_in_forward():
+    m = WithConstant()
+    x = tensor.from_numpy(vectors(3)[0])
+    proto = sonnx.to_onnx([x], [m.forward(x)], model=m)
+    assert op_types(proto).count("Constant") == 2
+    assert {i.name for i in proto.graph.initializer} == {"fc.W", "fc.b"}
+    check_runs(proto, m, vectors)
+
+
+class TwoHeads(model.Model):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = layer.Linear(6)
+        self.fc2 = layer.Linear(3)
+        self.fc3 = layer.Linear(2)
+
+    def forward(self, x, z):
+        h = autograd.relu(self.fc1(x))
+        return self.fc2(h), autograd.add(self.fc3(h), z), h
+
+
+def test_several_inputs_and_outputs():
+    m = TwoHeads()
+    x = tensor.from_numpy(vectors(3)[0])
+    z = tensor.from_numpy(rand((3, 2), seed=9))
+    a, b, h = m.forward(x, z)
+    proto = sonnx.to_onnx([x, z], [a, b, h, a], model=m)
+    assert [i.name for i in proto.graph.input] == ["input_0", "input_1"]
+    assert [o.name for o in proto.graph.output] == ["output_0", "output_1", "output_2", "output_3"]
+
+    def make(n):
+        return [vectors(n)[0], rand((n, 2), seed=n + 1)]
+
+    sess = session(proto)
+    for n in (3, 6):
+        arrays = make(n)
+        want = reference(m, arrays)
+        got = sess.run(None, {"input_0": arrays[0], "input_1": arrays[1]})
+        for w, g in zip(want + want[:1], got, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_output_without_recorded_graph_is_a_clear_error():
+    m = MLP()
+    x = tensor.from_numpy(vectors(3)[0])
+    autograd.training = False
+    y = m.forward(x)
+    with pytest.raises(
+        sonnx.ExportError, match=r"no recorded graph.*autograd.training = True.*pass the model"
+    ):
+        sonnx.to_onnx([x], [y])
+    autograd.training = True
+    with pytest.raises(sonnx.ExportError, match="no recorded graph"):  # nothing requires a gradient
+        sonnx.to_onnx([x], [autograd.relu(x)])
+    y = m.forward(x)
+    other = tensor.from_numpy(vectors(3)[0])
+    with pytest.raises(sonnx.ExportError, match="do not depend on the inputs"):
+        sonnx.to_onnx([other], [y])
+
+
+def test_graph_released_or_parameters_changed_is_a_clear_error():
+    m = MLP()
+    m.set_optimizer(opt.SGD(lr=0.1))
+    x = tensor.from_numpy(vectors(3)[0])
+    y = m.forward(x)
+    autograd.gradients(autograd.sum(y))
+    with pytest.raises(sonnx.ExportError, match="released.*export before calling backward"):
+        sonnx.to_onnx([x], [y])
+    t = tensor.from_numpy(np.arange(3, dtype=np.int64) % 4)
+    m.train()
+    out, _ = m(x, t)  # a training step: backward released the graph of `out`
+    with pytest.raises(sonnx.ExportError, match=r"released.*compute the outputs again"):
+        sonnx.to_onnx([x], [out])
+    y = m.forward(x)
+    m.fc2.W.data += 0.5  # the parameters change after `y` was computed
+    with pytest.raises(sonnx.ExportError, match="does not reproduce output 0.*parameter changed"):
+        sonnx.to_onnx([x], [y])
+
+
+def test_batch_dependent_recording_needs_a_fixed_batch():
+    class Flat(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(3)
+
+        def forward(self, x):
+            return self.fc(autograd.reshape(x, (x.shape[0], -1)))
+
+    m = Flat()
+    x = tensor.from_numpy(images(4)[0])
+    y = m.forward(x)  # the reshape ran on an input that requires no gradient: not recorded
+    with pytest.raises(sonnx.ExportError, match=r"do not depend on the inputs.*x.requires_grad = True"):
+        sonnx.to_onnx([x], [y])
+    x.requires_grad = True
+    y = m.forward(x)  # recorded now, with the target shape (4, -1)
+    with pytest.raises(
+        sonnx.ExportError, match=r"MatMul failed.*at batch size 5 \(recorded at 4\).*dynamic_batch=False"
+    ):
+        sonnx.to_onnx([x], [y])
+    proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
+    check_runs(proto, m, images, batches=(4,))
+
+
+def test_batch_sized_constant_is_named_when_the_batch_changes():
+    m = MLP()
+    x = tensor.from_numpy(vectors(3)[0])
+    noise = tensor.from_numpy(rand((3, 4), seed=5))
+    y = autograd.add(m.forward(x), noise)
+    with pytest.raises(sonnx.ExportError, match=r"here of shape \(3, 4\).*give them among the inputs"):
+        sonnx.to_onnx([x], [y])
+    proto = sonnx.to_onnx([x, noise], [y])
+    sess = session(proto)
+    a, n = vectors(6)[0], rand((6, 4), seed=6)
+    m.eval()
+    with autograd.no_grad():
+        want = autograd.add(m.forward(tensor.from_numpy(a)), tensor.from_numpy(n)).to_numpy()
+    np.testing.assert_allclose(sess.run(None, {"input_0": a, "input_1": n})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_tensors_recorded_from_a_function_without_a_model():
+    w = tensor.Tensor((4, 3), requires_grad=True, stores_grad=True)
+    w.copy_from_numpy(rand((4, 3), seed=3))
+    w.name = "weight"
+    x = tensor.from_numpy(rand((2, 4)))
+    y = autograd.softmax(autograd.matmul(x, w))
+    proto = sonnx.to_onnx([x], [y])
+    assert [i.name for i in proto.graph.initializer] == ["weight"]
+    sess = session(proto)
+    a = rand((5, 4), seed=4)
+    want = np.exp(a @ w.to_numpy())
+    np.testing.assert_allclose(sess.run(None, {"input": a})[0], want / want.sum(1, keepdims=True), rtol=1e-5)
