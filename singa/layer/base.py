@@ -122,7 +122,7 @@ class Layer:
 
     def set_params(self, params: Mapping[str, Any], strict: bool = True) -> LoadResult:
         """Copy values into the parameters; see :meth:`set_states`."""
-        return self._load(self.get_params(), params, strict)
+        return self._load("set_params", self.get_params(), params, strict)
 
     def set_states(self, states: Mapping[str, Any], strict: bool = True) -> LoadResult:
         """Copy values (Tensors or arrays) into the parameters and buffers, in place.
@@ -132,9 +132,11 @@ class Layer:
         nothing is changed; with ``strict=False`` the matching entries are loaded and
         the rest are returned in a :class:`LoadResult`.
         """
-        return self._load(self.get_states(), states, strict)
+        return self._load("set_states", self.get_states(), states, strict)
 
-    def _load(self, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool) -> LoadResult:
+    def _load(
+        self, method: str, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool
+    ) -> LoadResult:
         result = LoadResult(
             missing=[n for n in own if n not in given],
             unexpected=[n for n in given if n not in own],
@@ -151,7 +153,7 @@ class Layer:
             else:
                 ok.append((t, v))
         if strict and result:
-            raise ValueError(f"{type(self).__name__}.set_states: {result.describe()}")
+            raise ValueError(f"{type(self).__name__}.{method}: {result.describe()}")
         for t, v in ok:
             t.copy_from(v)
         return result

@@ -70,3 +70,11 @@ def test_train_eval_reach_every_sublayer():
     assert not any(sub.training for sub in net.sublayers().values()) and not net.training
     net.train()
     assert all(sub.training for sub in net.sublayers().values())
+
+
+def test_errors_name_the_method_called():
+    net = Leaf(1)
+    with pytest.raises(ValueError, match=r"^Leaf\.set_params: unexpected: extra"):
+        net.set_params({"W": np.zeros((1, 2), np.float32), "extra": np.zeros(1, np.float32)})
+    with pytest.raises(ValueError, match=r"^Leaf\.set_states: missing: running"):
+        net.set_states({"W": np.zeros((1, 2), np.float32)})
