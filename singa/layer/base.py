@@ -43,6 +43,9 @@ class LoadResult:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
+    #: layers (``path (Type)``, or the class name for the layer itself) that would own
+    #: some unexpected names but have not created their parameters yet
+    uninitialized: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.unexpected or self.mismatched)
@@ -52,7 +55,24 @@ class LoadResult:
         parts = [f"missing: {n}" for n in self.missing]
         parts += [f"unexpected: {n}" for n in self.unexpected]
         parts += [f"mismatched: {m}" for m in self.mismatched]
+        parts += [
+            f"{u} has no parameters yet: call it once on an input or give the input sizes"
+            for u in self.uninitialized
+        ]
         return "; ".join(parts)
+
+
+def _creates_on_first_call(layer: Layer) -> bool:
+    """True for a layer that has not run its first call and creates its parameters then
+    (overrides ``initialize``); the test ``Model.load_states`` uses for lazy layers."""
+    if getattr(layer, "_initialized", True):
+        return False
+    return type(layer).initialize is not Layer.initialize or "initialize" in vars(layer)
+
+
+def _is_array(v: Any) -> bool:
+    """A Tensor, a numpy array or scalar, or a cupy array."""
+    return isinstance(v, Tensor | np.ndarray | np.generic) or type(v).__module__.partition(".")[0] == "cupy"
 
 
 class Layer:
@@ -125,22 +145,33 @@ class Layer:
         return self._load("set_params", self.get_params(), params, strict)
 
     def set_states(self, states: Mapping[str, Any], strict: bool = True) -> LoadResult:
-        """Copy values (Tensors or arrays) into the parameters and buffers, in place.
+        """Copy values (Tensors, numpy or cupy arrays) into the parameters and buffers,
+        in place.
 
         Every key, shape and dtype is checked first. With ``strict=True`` any missing,
         unexpected or mismatched entry raises one ValueError listing them all and
         nothing is changed; with ``strict=False`` the matching entries are loaded and
-        the rest are returned in a :class:`LoadResult`.
+        the rest are returned in a :class:`LoadResult`. A value that is not an array
+        (a list, a float) raises TypeError naming its key, whatever ``strict`` is (as
+        PyTorch's ``load_state_dict``, which requires tensors; convert with
+        ``np.asarray`` first). A layer that creates its parameters on its first call
+        has none before it: the error says so (call it once, or give its input sizes).
         """
         return self._load("set_states", self.get_states(), states, strict)
 
     def _load(
         self, method: str, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool
     ) -> LoadResult:
+        where = f"{type(self).__name__}.{method}"
+        bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
+        if bad:
+            raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
         result = LoadResult(
             missing=[n for n in own if n not in given],
             unexpected=[n for n in given if n not in own],
         )
+        if result.unexpected:
+            result.uninitialized = self._uninitialized_owners(result.unexpected)
         ok = []
         for name, t in own.items():
             if name not in given:
@@ -153,10 +184,25 @@ class Layer:
             else:
                 ok.append((t, v))
         if strict and result:
-            raise ValueError(f"{type(self).__name__}.{method}: {result.describe()}")
+            raise ValueError(f"{where}: {result.describe()}")
         for t, v in ok:
             t.copy_from(v)
         return result
+
+    def _uninitialized_owners(self, names: list[str]) -> list[str]:
+        """The not-yet-initialized layers (deepest first match) owning any of ``names``."""
+        lazy = {p: s for p, s in self.sublayers().items() if _creates_on_first_call(s)}
+        if _creates_on_first_call(self):
+            lazy[""] = self
+        owners: list[str] = []
+        for n in names:
+            best = max((p for p in lazy if p == "" or n.startswith(p + ".")), key=len, default=None)
+            if best is None:
+                continue
+            label = type(self).__name__ if best == "" else f"{best} ({type(lazy[best]).__name__})"
+            if label not in owners:
+                owners.append(label)
+        return owners
 
     # ----- modes ----------------------------------------------------------------------
     def train(self, mode: bool = True) -> Layer:

@@ -78,3 +78,57 @@ def test_errors_name_the_method_called():
         net.set_params({"W": np.zeros((1, 2), np.float32), "extra": np.zeros(1, np.float32)})
     with pytest.raises(ValueError, match=r"^Leaf\.set_states: missing: running"):
         net.set_states({"W": np.zeros((1, 2), np.float32)})
+
+
+@pytest.mark.parametrize(
+    "value,kind", [([[0.0, 0.0]], "list"), (1.5, "float"), ("W", "str"), (None, "NoneType")]
+)
+@pytest.mark.parametrize("method", ["set_states", "set_params"])
+def test_non_array_values_raise_type_error_naming_key_and_type(method, value, kind):
+    net = Leaf(1)
+    states = {"W": value, "running": np.zeros(1, np.float32)}
+    for strict in (True, False):
+        with pytest.raises(TypeError, match=rf"^Leaf\.{method}: .*'W' is a {kind}"):
+            getattr(net, method)(states, strict=strict)
+    assert (net.W.to_numpy() == 0).all() and (net.running.to_numpy() == 0).all()
+
+
+def test_tensors_numpy_arrays_and_numpy_scalars_are_accepted():
+    class Scalar(Layer):
+        def __init__(self):
+            super().__init__()
+            self.s = Tensor((), requires_grad=False)
+
+    net = Leaf(1)
+    net.set_states({"W": Tensor(data=np.full((1, 2), 3.0)), "running": np.full(1, 4, np.float32)})
+    assert (net.W.to_numpy() == 3).all() and (net.running.to_numpy() == 4).all()
+    sc = Scalar()
+    sc.set_states({"s": np.float32(2.5)})
+    assert sc.s.to_numpy() == 2.5
+
+
+def test_loading_into_a_lazy_layer_hints_that_it_has_no_parameters_yet():
+    from singa import layer
+
+    class Net(Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(3)
+            self.head = Leaf(1)
+
+    a, b = Net(), Net()
+    a.fc(Tensor(data=np.ones((2, 4)), requires_grad=False))
+    saved = {n: t.to_numpy() for n, t in a.get_states().items()}
+    with pytest.raises(ValueError) as e:
+        b.set_states(saved)
+    msg = str(e.value)
+    assert "unexpected: fc.W" in msg
+    assert msg.endswith("fc (Linear) has no parameters yet: call it once on an input or give the input sizes")
+    res = b.set_states(saved, strict=False)
+    assert res.unexpected == ["fc.W", "fc.b"] and res.uninitialized == ["fc (Linear)"]
+    with pytest.raises(ValueError, match=r"^Linear\.set_params: unexpected: W; unexpected: b; Linear has no"):
+        layer.Linear(3).set_params({"W": saved["fc.W"], "b": saved["fc.b"]})
+    # an unexpected name outside any lazy layer gets no hint
+    with pytest.raises(ValueError) as e:
+        a.set_states({**saved, "nope": np.zeros(1)})
+    assert "no parameters yet" not in str(e.value)
