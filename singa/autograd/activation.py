@@ -454,10 +454,15 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return Gelu(approximate)(x)[0]
 
 
-def hardsigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
-    """max(0, min(1, alpha * x + beta)), as ONNX HardSigmoid defines it."""
+def hardsigmoid(x: Tensor, alpha: float = 0.2, gamma: float = 0.5, *, beta: float | None = None) -> Tensor:
+    """max(0, min(1, alpha * x + gamma)), as ONNX HardSigmoid defines it (SINGA's
+    signature; ``beta``, ONNX's name for ``gamma``, is accepted as a keyword alias)."""
+    if beta is not None:
+        if gamma != 0.5 and gamma != beta:
+            raise ValueError(f"hardsigmoid: gamma={gamma} and beta={beta} are the same argument; give one")
+        gamma = beta
     _floating("hardsigmoid", x)
-    return HardSigmoid(alpha, beta)(x)[0]
+    return HardSigmoid(alpha, gamma)(x)[0]
 
 
 def softmax(x: Tensor, axis: int = 1) -> Tensor:

@@ -67,6 +67,11 @@ ACTIVATIONS = {
         lambda x: np.clip(0.5 * x + 0.25, 0, 1),
         [-0.5, 1.5],
     ),
+    "hardsigmoid_singa": (  # SINGA's signature hardsigmoid(x, alpha, gamma)
+        lambda x: autograd.hardsigmoid(x, alpha=0.4, gamma=0.3),
+        lambda x: np.clip(0.4 * x + 0.3, 0, 1),
+        [-0.75, 1.75],
+    ),
 }
 
 
@@ -304,3 +309,18 @@ def test_integer_and_bool_inputs_raise_naming_op_and_dtype(name, dtype):
 def test_float16_inputs_are_accepted(name):
     y = getattr(autograd, name)(T(np.linspace(-2, 2, 6).reshape(2, 3), requires_grad=False, dtype=np.float16))
     assert y.dtype == np.float16
+
+
+def test_hardsigmoid_gamma_and_its_beta_alias():
+    x = T(np.linspace(-3, 3, 7))
+    want = np.clip(0.3 * np.linspace(-3, 3, 7) + 0.4, 0, 1)
+    for y in (
+        autograd.hardsigmoid(x, 0.3, 0.4),
+        autograd.hardsigmoid(x, alpha=0.3, gamma=0.4),
+        autograd.hardsigmoid(x, alpha=0.3, beta=0.4),
+        autograd.hardsigmoid(x, 0.3, 0.4, beta=0.4),
+    ):
+        np.testing.assert_allclose(y.to_numpy(), want)
+        assert y.creator.beta == 0.4
+    with pytest.raises(ValueError, match="hardsigmoid: gamma=0.1 and beta=0.4"):
+        autograd.hardsigmoid(x, gamma=0.1, beta=0.4)
