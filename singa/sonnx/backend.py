@@ -176,6 +176,8 @@ class OnnxGraph:
                     f"ONNX import: value {v.name!r} has type {kind} (only tensors are supported)"
                 )
         self.handlers = [table[nd.op_type] for nd in g.node]
+        #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
+        self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
         self.initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
         self.input_names = [v.name for v in g.input if v.name not in self.initializers]
         self.output_names = [v.name for v in g.output]
@@ -189,16 +191,38 @@ class OnnxGraph:
             ]
         return self._contexts[training]
 
+    def cut(self, last_layers: int | None) -> int | None:
+        """The index of the last node to run for SINGA's ``last_layers`` (None: all).
+
+        ``last_layers`` counts layers, the nodes other than Constant, as a Python
+        slice end: the layers ``layers[:last_layers]`` run (``-1``: all but the last,
+        ``k > 0``: the first k); None or the number of layers runs the whole graph."""
+        if last_layers is None:
+            return None
+        n = len(self.layers)
+        if isinstance(last_layers, bool) or not isinstance(last_layers, int | np.integer):
+            raise TypeError(f"ONNX run: last_layers must be an int, got {type(last_layers).__name__}")
+        k = int(last_layers) if last_layers >= 0 else n + int(last_layers)
+        if not 1 <= k <= n:
+            raise ValueError(
+                f"ONNX run: last_layers={last_layers} leaves no layer to run: the graph has {n} layers "
+                f"(nodes other than Constant), give 1..{n} or -1..-{n - 1}"
+            )
+        return None if k == n else self.layers[k - 1]
+
     def run(
         self,
         feeds: Mapping[str, Tensor],
         params: Mapping[str, Tensor],
         training: bool = False,
         extra: Sequence[str] = (),
+        stop: int | None = None,
     ) -> list:
         """Evaluate the graph; ``params`` maps initializer names to tensors (each
         initializer missing from it becomes a constant). Returns the graph outputs,
-        then the values named in ``extra``."""
+        then the values named in ``extra``. With ``stop`` (a node index, see
+        :meth:`cut`) only the nodes up to it run, and its outputs replace the graph
+        outputs."""
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"ONNX run: no value given for graph input(s) {missing}")
@@ -206,7 +230,10 @@ class OnnxGraph:
         for name, arr in self.initializers.items():
             env[name] = params[name] if name in params else self._const(arr)
         env.update(feeds)
-        for ctx, fn in zip(self.contexts(training), self.handlers):
+        nodes = zip(self.contexts(training), self.handlers)
+        if stop is not None:
+            nodes = list(nodes)[: stop + 1]
+        for ctx, fn in nodes:
             xs = []
             for n in ctx.node.input:
                 if n not in env:
@@ -220,8 +247,10 @@ class OnnxGraph:
                     env[n] = y
         unknown = [n for n in extra if n not in env]
         if unknown:
-            raise ValueError(f"ONNX run: no value named {unknown} in the graph")
-        return [env[n] for n in list(self.output_names) + list(extra)]
+            where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
+            raise ValueError(f"ONNX run: no value named {unknown} {where}")
+        outs = self.output_names if stop is None else [n for n in self.model.graph.node[stop].output if n]
+        return [env[n] for n in list(outs) + list(extra)]
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp
@@ -273,11 +302,20 @@ class SingaRep(BackendRep):
         self.graph = OnnxGraph(model, device)
         self.params = {n: self.graph._const(a) for n, a in self.graph.initializers.items()}
 
-    def run(self, inputs: Any, **kwargs: Any) -> list:
-        """Run inference; returns the outputs as a list (Tensors or numpy arrays)."""
+    def run(
+        self, inputs: Any, last_layers: int | None = None, aux_output: Sequence[str] = (), **kwargs: Any
+    ) -> list:
+        """Run inference; returns the outputs as a list (Tensors or numpy arrays).
+
+        As SINGA's ``SingaRep.run``: ``last_layers`` runs the model until its last
+        layers, ``layers[:last_layers]`` (layers: the nodes other than Constant;
+        ``-1`` drops the last one) and returns the outputs of the last layer run in
+        place of the graph outputs; ``aux_output`` names intermediate values to
+        append."""
         feeds, as_tensors = _feeds(self.graph, inputs, self.device)
+        stop = self.graph.cut(last_layers)
         with autograd.no_grad():
-            outs = self.graph.run(feeds, self.params, training=False)
+            outs = self.graph.run(feeds, self.params, training=False, extra=tuple(aux_output), stop=stop)
         if as_tensors:
             return outs
         return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]

@@ -14,7 +14,13 @@ Example::
     m.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
     m.train()
     out, loss = m(x, y)            # the default train_one_batch: softmax cross-entropy
+    m.eval()
+    (out,) = m(x)                  # forward returns the list of outputs
     m.save_states("finetuned.zip")
+
+SINGA's subclass pattern works as it is: ``forward`` returns ``super().forward(*x)[0]``
+(or ``super().forward(*x, last_layers=-1)[0]`` to cut the last layer off and put a new
+head on), ``train_one_batch`` computes the loss and calls ``self.optimizer(loss)``.
 """
 
 from __future__ import annotations
@@ -122,10 +128,18 @@ class SONNXModel(Model):
         """The imported ``onnx.ModelProto`` (its initializers hold the imported values)."""
         return self._graph.model
 
-    def forward(self, *inputs: Any, aux_output: tuple = ()) -> Any:
+    def forward(self, *inputs: Any, last_layers: int | None = None, aux_output: tuple = ()) -> list:
         """Evaluate the graph on ``inputs`` (Tensors or arrays, in the order of
-        ``input_names``); returns the output Tensor, or a tuple for several outputs.
-        ``aux_output`` names intermediate ONNX values to return as well (appended)."""
+        ``input_names``); returns the LIST of output Tensors (SINGA's API: a
+        subclass's forward returns ``super().forward(*x)[0]``).
+
+        Args:
+            last_layers: run the model until its last layers (transfer learning):
+                ``layers[:last_layers]``, layers being the nodes other than Constant,
+                so ``-1`` drops the last layer; the outputs of the last layer run are
+                returned in place of the graph outputs. None runs everything.
+            aux_output: names of intermediate ONNX values to return as well (appended).
+        """
         if len(inputs) != len(self.input_names):
             raise ValueError(
                 f"SONNXModel: {len(inputs)} inputs given, the graph takes {len(self.input_names)} "
@@ -137,15 +151,17 @@ class SONNXModel(Model):
                 arr = np.asarray(x)
                 x = Tensor._wrap(arr if self._device.xp is np else self._device.xp.asarray(arr), self._device)
             feeds[n] = x
-        outs = self._graph.run(feeds, self._by_onnx, training=self.training, extra=tuple(aux_output))
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        stop = self._graph.cut(last_layers)
+        return self._graph.run(
+            feeds, self._by_onnx, training=self.training, extra=tuple(aux_output), stop=stop
+        )
 
     def train_one_batch(self, x: Tensor, y: Tensor) -> tuple:
         """The default training step: softmax cross-entropy of the (first) output
         against ``y`` (class indices or one-hot), then ``self.optimizer(loss)``.
         Returns ``(out, loss)``. Override for other losses."""
         out = self.forward(x)
-        if isinstance(out, tuple):
+        if isinstance(out, list | tuple):  # a subclass's forward may return one Tensor
             out = out[0]
         loss = autograd.softmax_cross_entropy(out, y)
         if self.optimizer is None:
