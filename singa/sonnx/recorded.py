@@ -37,8 +37,9 @@ from singa.autograd.dropout import Dropout
 from singa.tensor import Tensor
 
 _HOW_TO_RECORD = (
-    "compute the outputs with autograd.training = True (from the same input tensors) right before "
-    "exporting, or pass the model (or a function) that computes them instead of the tensors"
+    "compute the outputs with autograd.training = True from the same input tensors right before "
+    "exporting (y = model.forward(x): calling model(x) in eval mode records nothing), or pass the model "
+    "(or a function) that computes them instead of the tensors"
 )
 
 
