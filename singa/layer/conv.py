@@ -326,37 +326,53 @@ class _Pool1d(Layer):
     is_max = True
 
     def __init__(
-        self, kernel_size: int, stride: int | None = None, padding: int = 0, name: str | None = None
+        self,
+        kernel_size: int,
+        stride: int | None = None,
+        padding: int = 0,
+        pad_mode: str = "NOTSET",
+        name: str | None = None,
     ):
         super().__init__(name)
         self.kernel_size = int(kernel_size)
         self.stride = self.kernel_size if stride is None else int(stride)
         self.padding = int(padding)
+        self.pad_mode = check_pad_mode(pad_mode, type(self).__name__)
+
+    def _pads(self, length: int) -> tuple[int, int]:
+        """(begin, end) pads along L for the current ``pad_mode``."""
+        if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
+            _, b, _, e = same_pads(self.pad_mode, (1, length), (1, self.kernel_size), (1, self.stride))
+            return b, e
+        if self.pad_mode == "VALID":
+            return 0, 0
+        return self.padding, self.padding
 
     def forward(self, x: Tensor) -> Tensor:
         """Pool along the last axis."""
         if x.ndim() == 3:
             f = autograd.max_pool_1d if self.is_max else autograd.avg_pool_1d
-            return f(x, self.kernel_size, self.stride, self.padding)
+            return f(x, self.kernel_size, self.stride, self._pads(x.shape[2]))
         if x.ndim() == 4 and x.shape[2] == 1:
             f = autograd.max_pool_2d if self.is_max else autograd.avg_pool_2d
-            p = self.padding
-            return f(x, (1, self.kernel_size), (1, self.stride), (0, p, 0, p))
+            b, e = self._pads(x.shape[3])
+            return f(x, (1, self.kernel_size), (1, self.stride), (0, b, 0, e))
         raise ValueError(
             f"{type(self).__name__}: expected input (N, C, L) or (N, C, 1, L), got shape {x.shape}"
         )
 
 
 class MaxPool1d(_Pool1d):
-    """1-D max pooling: ``MaxPool1d(kernel_size, stride=None, padding=0)`` over (N, C, L)
-    (or SINGA's (N, C, 1, L)) inputs."""
+    """1-D max pooling: ``MaxPool1d(kernel_size, stride=None, padding=0, pad_mode="NOTSET")``
+    over (N, C, L) (or SINGA's (N, C, 1, L)) inputs; ``pad_mode`` as in :class:`Pooling2d`."""
 
     is_max = True
 
 
 class AvgPool1d(_Pool1d):
-    """1-D average pooling: ``AvgPool1d(kernel_size, stride=None, padding=0)`` over
-    (N, C, L) (or SINGA's (N, C, 1, L)) inputs; padded zeros are counted."""
+    """1-D average pooling: ``AvgPool1d(kernel_size, stride=None, padding=0,
+    pad_mode="NOTSET")`` over (N, C, L) (or SINGA's (N, C, 1, L)) inputs; padded zeros are
+    counted; ``pad_mode`` as in :class:`Pooling2d`."""
 
     is_max = False
 

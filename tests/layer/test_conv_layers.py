@@ -187,6 +187,24 @@ def test_pool1d_on_ncl_and_singa_nc1l_inputs(cls, is_max):
         cls(3)(t64(np.ones((2, 3, 2, 9))))
 
 
+@pytest.mark.parametrize("cls,is_max", [(layer.MaxPool1d, True), (layer.AvgPool1d, False)])
+@pytest.mark.parametrize(
+    "mode,pads",  # L = 9, kernel 4, stride 2: output ceil(9 / 2) = 5 needs 3 pads for SAME
+    [("SAME_UPPER", (1, 2)), ("same_lower", (2, 1)), ("VALID", (0, 0)), ("NOTSET", (1, 1))],
+)
+def test_pool1d_pad_mode(cls, is_max, mode, pads):
+    x = np.random.default_rng(12).standard_normal((2, 3, 9))
+    pool = cls(4, 2, 1, mode)  # SINGA's positional order: kernel, stride, padding, pad_mode
+    assert pool.pad_mode == mode.upper()
+    b, e = pads
+    ref = pool_ref(x[:, :, None, :], (1, 4), (1, 2), (0, b, 0, e), is_max)[:, :, 0, :]
+    np.testing.assert_allclose(pool(t64(x)).to_numpy(), ref, rtol=1e-12)
+    y4 = cls(4, 2, pad_mode=mode)(t64(x[:, :, None, :]))
+    np.testing.assert_allclose(y4.to_numpy()[:, :, 0, :], cls(4, 2, pad_mode=mode)(t64(x)).to_numpy())
+    with pytest.raises(ValueError, match="pad_mode"):
+        cls(4, pad_mode="SAME")
+
+
 def test_global_avg_pool_layer():
     x = np.random.default_rng(10).standard_normal((2, 3, 4, 5))
     y = layer.GlobalAvgPool2d()(t64(x))
