@@ -45,7 +45,8 @@ class Tensor:
     """An array on a device that autograd can differentiate through.
 
     Args:
-        shape: the shape when ``data`` is not given (filled with zeros).
+        shape: the shape when ``data`` is not given (filled with zeros); an int ``n``
+            means ``(n,)``.
         device: a :class:`~singa.device.Device`; the default CPU device when None.
         dtype: element type; ``data`` is copied and cast to it.
         data: a numpy/cupy array, a Python list or a number.
@@ -75,7 +76,7 @@ class Tensor:
         dev = device if device is not None else _device.get_default_device()
         xp = dev.xp
         if data is None:
-            arr = xp.zeros(tuple(shape), dtype=dtype)
+            arr = xp.zeros(_shape(shape), dtype=dtype)
         else:
             if isinstance(data, Tensor):
                 data = data.data
@@ -339,6 +340,13 @@ class Tensor:
 PlaceHolder = Tensor
 
 
+def _shape(shape: Any) -> tuple:
+    """A shape as a tuple: a single int ``n`` means ``(n,)`` (as in SINGA)."""
+    if isinstance(shape, int | np.integer):
+        return (int(shape),)
+    return tuple(shape)
+
+
 def _float_for_rng(dtype: Any) -> Any:
     """Generators draw float32 or float64; other dtypes are cast after drawing."""
     return np.float64 if np.dtype(dtype) == np.float64 else np.float32
@@ -357,7 +365,7 @@ def to_numpy(t: Tensor) -> np.ndarray:
 
 def zeros(shape: tuple, dev: _device.Device | None = None, dtype: Any = float32) -> Tensor:
     """A tensor of zeros."""
-    return Tensor(tuple(shape), dev, dtype, requires_grad=False)
+    return Tensor(_shape(shape), dev, dtype, requires_grad=False)
 
 
 def ones(shape: tuple, dev: _device.Device | None = None, dtype: Any = float32) -> Tensor:

@@ -125,3 +125,16 @@ def test_gpu_request_without_gpu_says_what_is_missing():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="cupy|GPU"):
         device.create_cuda_gpu()
+
+
+def test_an_int_shape_means_a_vector():
+    for t in (
+        tensor.Tensor(shape=3),
+        tensor.Tensor(np.int64(3)),
+        tensor.zeros(3),
+        tensor.ones(3),
+        tensor.random(3),
+    ):
+        assert t.shape == (3,) and t.dtype == np.float32
+    assert (tensor.ones(3).to_numpy() == 1).all()
+    assert tensor.Tensor(shape=(2, 3)).shape == (2, 3) and tensor.Tensor().shape == ()
