@@ -20,10 +20,26 @@ from singa.tensor import Tensor
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean"]
 
 
+def _tensor_axis_message(op: str) -> str:
+    """Why a Tensor cannot be an axis: SINGA's ``sum(*tensors)`` / ``mean(*tensors)`` are
+    elementwise over several tensors; these functions reduce one tensor."""
+    msg = f"{op}: axes must be an int, a sequence of ints or None, got a Tensor; "
+    msg += f"{op}(x, axis) reduces one tensor"
+    if op == "sum":
+        msg += " (for the elementwise sum of several tensors, SINGA's sum(a, b, ...), use a + b + ...)"
+    elif op == "mean":
+        msg += (
+            " (for the elementwise mean of several tensors, SINGA's mean(a, b, ...), use (a + b + ...) / n)"
+        )
+    return msg
+
+
 def _norm_axes(x: Tensor, axes: Any, op: str) -> tuple | None:
     """Axes as a sorted tuple of non-negative ints; None (or empty) means all axes."""
     if axes is None:
         return None
+    if isinstance(axes, Tensor):
+        raise TypeError(_tensor_axis_message(op))
     given = [int(axes)] if isinstance(axes, int | np.integer) else [int(a) for a in axes]
     if not given:
         return None
@@ -160,11 +176,14 @@ def reduce_max(x: Tensor, axes: Sequence[int] | int | None = None, keepdims: int
 
 def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Sum over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the reduced
-    axes are dropped unless ``keepdims``."""
+    axes are dropped unless ``keepdims``. (SINGA's ``sum(a, b, ...)``, elementwise over
+    several tensors, is ``a + b + ...`` here; a Tensor as ``axis`` raises TypeError.)"""
     return ReduceSum(_norm_axes(x, axis, "sum"), keepdims)(x)[0]
 
 
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the
-    reduced axes are dropped unless ``keepdims``."""
+    reduced axes are dropped unless ``keepdims``. (SINGA's ``mean(a, b, ...)``, elementwise
+    over several tensors, is ``(a + b + ...) / n`` here; a Tensor as ``axis`` raises
+    TypeError.)"""
     return ReduceMean(_norm_axes(x, axis, "mean"), keepdims)(x)[0]

@@ -104,6 +104,22 @@ def test_bad_axes(fn):
         autograd.sum(x, -3)
 
 
+@pytest.mark.parametrize(
+    "fn,hint",
+    [
+        (autograd.mean, r"mean\(a, b, \.\.\.\), use \(a \+ b \+ \.\.\.\) / n"),
+        (autograd.sum, r"sum\(a, b, \.\.\.\), use a \+ b"),
+        (autograd.reduce_mean, "reduce_mean: axes must be an int, a sequence of ints or None, got a Tensor"),
+    ],
+)
+def test_a_tensor_as_axis_says_what_the_reduction_takes(fn, hint):
+    a, b = const(np.ones((2, 3))), const(np.ones((2, 3)))
+    with pytest.raises(TypeError, match="axes must be an int, a sequence of ints or None, got a Tensor"):
+        fn(a, b)
+    with pytest.raises(TypeError, match=hint):
+        fn(a, b)
+
+
 def test_reduce_max_empty_error():
     with pytest.raises(ValueError, match="reduce_max"):
         autograd.reduce_max(const(np.ones((0, 3))))
