@@ -493,6 +493,8 @@ def to_onnx(
         try:
             recorded_graph = recorded.RecordedGraph(inputs, outs)
             recorded_graph.verify()
+            if dynamic_batch:
+                recorded_graph.check_batch(set(_model_params(model)) if model is not None else set())
         except recorded.RecordError as e:
             raise ExportError(str(e)) from None
         fn: Callable = recorded_graph.replay

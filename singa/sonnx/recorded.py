@@ -210,6 +210,36 @@ class RecordedGraph:
             )
         return msg
 
+    def check_batch(self, states: set[int] = frozenset()) -> None:
+        """For a dynamic batch: no recorded constant may have the batch size along axis 0
+        (both traces would replay the same array, baking one batch into the file).
+        Not counted: arrays in ``states`` (ids: the model's states) and the state inputs
+        of operators with a mode (BatchNorm's running statistics)."""
+        if not self.inputs or self.inputs[0].ndim() == 0:
+            return
+        b = self.inputs[0].shape[0]
+        skip = set(states)
+        for op in self.order:
+            if hasattr(op, "training"):
+                skip.update(id(r[1].data) for r in self._args[id(op)][1:] if r[0] == "leaf")
+        tied = sorted(
+            {
+                tuple(t.shape)
+                for t in self._constants()
+                if t.ndim() > 0 and t.shape[0] == b and id(t.data) not in skip
+            }
+        )
+        if tied:
+            shapes = ", ".join(map(str, tied))
+            raise RecordError(
+                f"ONNX export: the recording holds constant(s) of shape {shapes} whose axis 0 is the batch "
+                f"size {b}, which a dynamic batch cannot replay: labels or other per-example data (give "
+                "them among the inputs), or values computed from the inputs before they met a parameter "
+                "(not recorded while the inputs require no gradient: set x.requires_grad = True before "
+                "computing the outputs); for a genuine constant of that size export at another batch "
+                "size, or with dynamic_batch=False"
+            )
+
     def _constants(self) -> list[Tensor]:
         """The leaves that are neither inputs nor parameters."""
         return [

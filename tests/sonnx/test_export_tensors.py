@@ -130,6 +130,10 @@ def test_cnn_with_batchnorm_and_dropout_exports_inference_form():
     assert all(a.name != "training_mode" for a in bn.attribute)
     assert {i.name for i in proto.graph.initializer} == set(net.get_states())
     check_runs(proto, net, images, batches=(4, 7))
+    # without model=: the running statistics (4 channels, batch 4) are constants of the file
+    plain = sonnx.to_onnx([x], [y])
+    assert len(plain.graph.initializer) == 6 and op_types(plain).count("Constant") == 2
+    check_runs(plain, net, images, batches=(4, 7))
 
 
 def test_backward_after_export_gives_the_same_gradients():
@@ -273,8 +277,17 @@ def test_batch_sized_constant_is_named_when_the_batch_changes():
     x = tensor.from_numpy(vectors(3)[0])
     noise = tensor.from_numpy(rand((3, 4), seed=5))
     y = autograd.add(m.forward(x), noise)
-    with pytest.raises(sonnx.ExportError, match=r"here of shape \(3, 4\).*give them among the inputs"):
+    with pytest.raises(
+        sonnx.ExportError, match=r"shape \(3, 4\) whose axis 0 is the batch size 3.*among the inputs"
+    ):
         sonnx.to_onnx([x], [y])
+    sonnx.to_onnx([x], [y], dynamic_batch=False)  # the noise is a constant of the file
+    t = tensor.from_numpy((np.arange(3) % 4).astype(np.int64))
+    loss = autograd.softmax_cross_entropy(y, t)  # labels: per-example data, no size mismatch to notice
+    with pytest.raises(sonnx.ExportError, match=r"shape \(3,\) whose axis 0 is the batch size"):
+        sonnx.to_onnx([x, noise], [loss])
+    proto = sonnx.to_onnx([x, noise, t], [y, loss], model=m)
+    assert [n.op_type for n in proto.graph.node].count("SoftmaxCrossEntropyLoss") == 1
     proto = sonnx.to_onnx([x, noise], [y])
     sess = session(proto)
     a, n = vectors(6)[0], rand((6, 4), seed=6)
