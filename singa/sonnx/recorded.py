@@ -9,6 +9,9 @@ no gradient). Walking back from the outputs' creators gives every operator, in
 topological order, and every leaf tensor, which is
 
 * one of ``inputs`` (the same Tensor, or a Tensor of the same array): a graph input;
+  a tensor holding exactly an input's elements (``flatten(x)`` run on an input that
+  requires no gradient, which records nothing) is that input reshaped to
+  ``(-1, *shape[1:])``;
 * a tensor that stores its gradient: a parameter, exported as a named initializer;
 * anything else (an input batch not listed, labels, a constant made in forward): a
   constant.
@@ -54,6 +57,17 @@ def are_tensors(outputs: Any) -> bool:
     return isinstance(outputs, list | tuple) and bool(outputs) and all(isinstance(o, Tensor) for o in outputs)
 
 
+def _same_buffer(a: Any, b: Any) -> bool:
+    """``a`` holds exactly the elements of ``b`` in the same order (a reshaped view)."""
+    if a.size != b.size or a.dtype != b.dtype or a.size == 0:
+        return False
+    if not (a.flags.c_contiguous and b.flags.c_contiguous) or type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    return a.data.ptr == b.data.ptr
+
+
 def _host(a: Any) -> np.ndarray:
     return np.asarray(a) if isinstance(a, np.ndarray | np.generic) else a.get()
 
@@ -96,6 +110,12 @@ class RecordedGraph:
         if k is not None:
             self.used.add(k)
             return ("x", k)
+        for k, x in enumerate(self.inputs):
+            if t.ndim() > 0 and _same_buffer(t.data, x.data):
+                # a reshape of an input that requires no gradient (flatten(x) first): not
+                # recorded, but the same elements: replayed as reshape(x, (-1, *rest))
+                self.used.add(k)
+                return ("xr", k, tuple(t.shape[1:]))
         return ("leaf", t)
 
     def _output_ref(self, j: int, y: Tensor) -> tuple:
@@ -156,13 +176,17 @@ class RecordedGraph:
 
     # ----- replaying -------------------------------------------------------------------------------
     def _run(self, xs: Sequence[Tensor], recorded: bool) -> list:
-        vals: dict[int, tuple] = {}
+        vals: dict[Any, tuple] = {}
 
         def value(ref: tuple) -> Any:
             if ref[0] == "x":
                 return xs[ref[1]]
             if ref[0] == "leaf":
                 return ref[1]
+            if ref[0] == "xr":
+                if ref not in vals:
+                    vals[ref] = (autograd.reshape(xs[ref[1]], (-1, *ref[2])),)
+                return vals[ref][0]
             return vals[id(ref[1])][ref[2]]
 
         for op in self.order:

@@ -248,24 +248,40 @@ def test_graph_released_or_parameters_changed_is_a_clear_error():
         sonnx.to_onnx([x], [y])
 
 
-def test_batch_dependent_recording_needs_a_fixed_batch():
-    class Flat(model.Model):
-        def __init__(self):
-            super().__init__()
-            self.fc = layer.Linear(3)
+class Flat(model.Model):
+    def __init__(self, scale=None):
+        super().__init__()
+        self.scale = scale
+        self.fc = layer.Linear(3)
 
-        def forward(self, x):
-            return self.fc(autograd.reshape(x, (x.shape[0], -1)))
+    def forward(self, x):
+        h = autograd.reshape(x, (x.shape[0], -1))
+        return self.fc(h if self.scale is None else autograd.mul(h, self.scale))
 
+
+def test_operators_on_inputs_that_require_no_gradient():
+    """They record nothing: a reshape (flatten) is recognised as the same elements,
+    anything else needs x.requires_grad = True (SINGA's tensor.Tensor has it)."""
     m = Flat()
     x = tensor.from_numpy(images(4)[0])
-    y = m.forward(x)  # the reshape ran on an input that requires no gradient: not recorded
+    proto = sonnx.to_onnx([x], [m.forward(x)], model=m)
+    assert op_types(proto)[:2] == ["Constant", "Reshape"]
+    check_runs(proto, m, images, batches=(4, 7))
+    scaled = Flat(scale=0.5)
     with pytest.raises(sonnx.ExportError, match=r"do not depend on the inputs.*x.requires_grad = True"):
-        sonnx.to_onnx([x], [y])
+        sonnx.to_onnx([x], [scaled.forward(x)])
     x.requires_grad = True
-    y = m.forward(x)  # recorded now, with the target shape (4, -1)
+    proto = sonnx.to_onnx([x], [scaled.forward(x)], dynamic_batch=False)
+    check_runs(proto, scaled, images, batches=(4,))
+
+
+def test_batch_dependent_recording_needs_a_fixed_batch():
+    m = Flat()
+    x = tensor.from_numpy(images(4)[0])
+    x.requires_grad = True
+    y = m.forward(x)  # recorded, with the target shape (4, -1)
     with pytest.raises(
-        sonnx.ExportError, match=r"MatMul failed.*at batch size 5 \(recorded at 4\).*dynamic_batch=False"
+        sonnx.ExportError, match=r"MatMul failed.*at batch size 5 \(recorded at 4\).*dynamic_batch"
     ):
         sonnx.to_onnx([x], [y])
     proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
@@ -309,3 +325,17 @@ def test_tensors_recorded_from_a_function_without_a_model():
     a = rand((5, 4), seed=4)
     want = np.exp(a @ w.to_numpy())
     np.testing.assert_allclose(sess.run(None, {"input": a})[0], want / want.sum(1, keepdims=True), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name,channels,size", [("mlp", 1, 28), ("cnn", 1, 28), ("resnet8", 3, 32)])
+def test_zoo_models_in_singa_form(name, channels, size):
+    from singa import zoo
+
+    m = zoo.create(name, num_classes=10, num_channels=channels, image_size=size)
+    x = tensor.from_numpy(rand((2, channels, size, size)))
+    m.compile([x], is_train=True)
+    m.train()
+    y = m.forward(x)
+    proto = sonnx.to_onnx([x], [y], model=m)
+    assert {i.name for i in proto.graph.initializer} == set(m.get_states())
+    check_runs(proto, m, lambda b: [rand((b, channels, size, size), seed=b)], batches=(2, 5))
