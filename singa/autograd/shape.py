@@ -373,6 +373,17 @@ def unsqueeze(x: Tensor, axis: int | Sequence[int]) -> Tensor:
 
 
 # ----- pad and expand ------------------------------------------------------------------------
+def _scatter_add(xp: Any, a: Any, index: tuple, values: Any) -> None:
+    """``a[index] += values`` with repeated indices accumulated: ``np.add.at``, on cupy
+    ``cupy.add.at`` (what CuPy recommends) or, in older CuPy, ``cupyx.scatter_add``."""
+    if xp is np or hasattr(xp.add, "at"):
+        xp.add.at(a, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(a, index, values)
+
+
 class Pad(Operation):
     """ONNX Pad in modes constant, reflect and edge; negative pads crop."""
 
@@ -416,10 +427,23 @@ class Pad(Operation):
                 g = core
                 continue
             core = core.copy()
-            # where each padded position was copied from (numpy's own padding rule)
+            # add each padded position's gradient to where it was copied from (numpy's own
+            # padding rule), one vectorised update per side
             src = np.pad(np.arange(n), (b, e), mode=self.mode)
-            for j in list(range(b)) + list(range(b + n, b + n + e)):
-                core[pre + (int(src[j]),)] += g[pre + (j,)]
+            for lo, hi in ((0, b), (b + n, b + n + e)):
+                if lo == hi:
+                    continue
+                vals = g[pre + (_slice(lo, hi),)]
+                s = src[lo:hi]
+                if hi - lo == 1 or (self.mode == "reflect" and hi - lo < n):
+                    # one position, or one reflection: the sources are a descending run
+                    run = _slice(int(s.min()), int(s.max()) + 1)
+                    core[pre + (run,)] += vals[pre + (_slice(None, None, -1),)]
+                elif self.mode == "edge":  # every position copies one element: add their sum
+                    total = xp.moveaxis(vals, ax, -1) @ xp.ones(hi - lo, dtype=vals.dtype)
+                    core[pre + (_slice(int(s[0]), int(s[0]) + 1),)] += xp.expand_dims(total, ax)
+                else:  # repeated mirroring: sources repeat, accumulate unbuffered
+                    _scatter_add(xp, core, pre + (xp.asarray(s),), vals)
             g = core
         if g.shape == tuple(shape):
             return g

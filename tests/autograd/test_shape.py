@@ -246,6 +246,35 @@ def test_pad_reflect_closed_form():
     np.testing.assert_array_equal(g, [1, 3, 2])
 
 
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+@pytest.mark.parametrize(
+    "shape,pads",
+    [
+        ((2, 3, 9, 11), [0, 1, 3, 1, 0, 2, 8, 12]),  # one reflection (up to n - 1), wider on axis 3
+        ((2, 2, 4, 5), [0, 0, 9, 1, 0, 1, 11, 13]),  # repeated mirroring on both padded axes
+        ((3, 2, 6), [1, -1, 1, 2, 0, 1]),  # single positions and a crop
+    ],
+)
+def test_pad_gradcheck_larger_inputs(mode, shape, pads):
+    x = randn(*shape)
+    gradcheck(lambda x: autograd.pad(x, mode, pads), [x])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+@pytest.mark.parametrize("pads", [[0, 0, 3, 3, 0, 0, 3, 3], [0, 0, 1, 40, 0, 0, 70, 2]])
+def test_pad_backward_matches_index_map_on_a_large_float32_input(mode, pads):
+    # every output element copies one input element: dx is dy summed onto its source
+    x = np.random.default_rng(3).standard_normal((4, 8, 32, 24)).astype(np.float32)
+    xt = Tensor(data=x, dtype=np.float32, requires_grad=True, stores_grad=True)
+    y = autograd.pad(xt, mode, pads)
+    dy = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
+    dx = autograd.gradients(y, dy=dy)[xt].to_numpy()
+    src = _np_pad(np.arange(x.size).reshape(x.shape), mode, pads, 0)
+    want = np.bincount(src.ravel(), weights=dy.astype(np.float64).ravel(), minlength=x.size)
+    assert dx.dtype == np.float32
+    np.testing.assert_allclose(dx, want.reshape(x.shape), rtol=1e-5, atol=1e-4)
+
+
 def test_pad_errors():
     x = const(np.ones((2, 3)))
     with pytest.raises(ValueError, match="pad"):
@@ -380,6 +409,7 @@ def test_getitem_index_error():
         lambda x: autograd.slice(x, [-1, 1], [-100, 5], [0, 2], [-2, 2]),
         lambda x: autograd.unsqueeze(autograd.squeeze(autograd.reshape(x, (1, 3, 4, 5)), 0), -1),
         lambda x: autograd.pad(x, "reflect", [1, 2, 0, 0, 1, 3]),
+        lambda x: autograd.pad(x, "reflect", [4, 0, 7, 5, 2, 9]),  # repeated mirroring: scatter-add
         lambda x: autograd.pad(x, "edge", [0, -1, 2, 1, 1, 0]),
         lambda x: autograd.pad(x, "constant", [1, 0, 1, 0, 2, 0], 3.0),
         lambda x: autograd.expand(autograd.reduce_sum(x, [1]), (2, 3, 4, 5)),
