@@ -2,13 +2,13 @@
 
 An Operation runs on raw arrays (numpy or cupy). Calling it on Tensors:
 
-1. records ``.src``: for each input that requires a gradient, its creator, the
-   index of the input among the creator's outputs, and the tensor itself when it
-   stores its gradient or is a leaf (no creator); and ``.leaves``: None when every
-   input requires a gradient, else one entry per input, the input itself where it
-   requires none (input batches, labels, constants: leaves of the graph), None
-   elsewhere. With ``.src`` this is the whole recorded graph, which
-   ``sonnx.to_onnx(inputs, [y])`` walks back from ``y``;
+1. records ``.src``, one ``(creator, index, tensor)`` per input: for an input that
+   requires a gradient and has a creator, the creator, the index of the input among
+   its outputs, and the tensor itself when it stores its gradient (else None); for
+   any other input (a leaf: parameters, input batches, labels, constants made in
+   forward) ``(None, 0, input)``. This is the whole recorded graph, which
+   ``sonnx.to_onnx(inputs, [y])`` walks back from ``y``; intermediate values are
+   reached through their creators only, never kept by the entry;
 2. runs ``forward(*arrays)``, which keeps what ``backward`` will need in
    ``self.cache`` (and only when ``self.requires_grad`` is True);
 3. wraps the outputs in Tensors whose ``creator`` is the operation.
@@ -62,8 +62,6 @@ class Operation:
 
     #: number of outputs; set by ``__call__`` from what ``forward`` returns
     n_out = 1
-    #: inputs that require no gradient, by position (set while recording, see the module doc)
-    leaves: list | None = None
 
     def __init__(self, name: str | None = None):
         self.name = name
@@ -89,12 +87,11 @@ class Operation:
             if len(ys) > 1:
                 self.out_meta = [(y.shape, y.dtype) for y in ys]
             self.src = [
-                (x.creator, x._index, x if x.stores_grad or x.creator is None else None)
-                if x.requires_grad
-                else None
+                (x.creator, x._index, x if x.stores_grad else None)
+                if x.creator is not None and x.requires_grad
+                else (None, 0, x)
                 for x in xs
             ]
-            self.leaves = [None if n else x for x, n in zip(xs, needs)] if False in needs else None
             return tuple(Tensor._wrap(y, dev, True, self, i) for i, y in enumerate(ys))
         self.cache = None
         return tuple(Tensor._wrap(y, dev) for y in ys)
@@ -161,8 +158,8 @@ def _count_dependencies(root: Operation) -> tuple[dict, dict, dict]:
             if s is None:
                 continue
             creator, idx, t = s
-            if creator is None:
-                if t is not None and t.stores_grad:
+            if creator is None:  # a leaf: only those storing (and requiring) a gradient count
+                if t is not None and t.stores_grad and t.requires_grad:
                     leaf_deps[t] = leaf_deps.get(t, 0) + 1
                 continue
             op_deps[creator] = op_deps.get(creator, 0) + 1
@@ -232,13 +229,12 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
         src = op.src
         op.src = None
         op.cache = None
-        op.leaves = None
         for s, dx in zip(src, dxs):
             if s is None:
                 continue
             creator, idx, t = s
             if creator is None:
-                if t is None or not t.stores_grad:
+                if t is None or not (t.stores_grad and t.requires_grad):
                     continue
                 if dx is not None:
                     leaf_grads[t] = _accumulate(dev, leaf_grads.get(t), dx)

@@ -3,10 +3,10 @@ the autograd graph recorded while the outputs were computed and turn it into a f
 of new input tensors, which the tracing exporter then traces like any other.
 
 What the graph holds (see :mod:`singa.autograd.engine`): an Operation called while
-autograd records keeps ``src`` (per input that requires a gradient: its creator and
-output index, or the tensor itself for a leaf) and ``leaves`` (the inputs that require
-no gradient). Walking back from the outputs' creators gives every operator, in
-topological order, and every leaf tensor, which is
+autograd records keeps ``src``, per input its creator and output index, or, for a leaf
+(parameters, input batches, labels, constants), the tensor itself. Walking back from the
+outputs' creators gives every operator, in topological order, and every leaf tensor,
+which is
 
 * one of ``inputs`` (the same Tensor, or a Tensor of the same array): a graph input;
   a tensor holding exactly an input's elements (``flatten(x)`` run on an input that
@@ -149,25 +149,20 @@ class RecordedGraph:
                     "again (autograd.training = True; y = model.forward(x)), or pass the model instead of "
                     "the tensors"
                 )
-            leaves = op.leaves
             refs = []
             children = []
             for i, s in enumerate(src):
-                t = None
-                if s is not None:
-                    creator, idx, t = s
-                    if creator is not None:
-                        refs.append(("op", creator, idx))
-                        children.append(creator)
-                        continue
-                elif leaves is not None:
-                    t = leaves[i]
-                if t is None:
+                if s is None:
                     raise RecordError(
                         f"ONNX export: input {i} of the recorded {type(op).__name__} was not kept by the "
                         "recording; " + _HOW_TO_RECORD
                     )
-                refs.append(self._leaf(t))
+                creator, idx, t = s
+                if creator is not None:
+                    refs.append(("op", creator, idx))
+                    children.append(creator)
+                else:
+                    refs.append(self._leaf(t))
             self._args[id(op)] = refs
             stack.append((op, True))
             for c in reversed(children):
@@ -194,7 +189,6 @@ class RecordedGraph:
             c = copy.copy(op)
             c.src = None
             c.cache = None
-            c.leaves = None
             c.requires_grad = False
             training = getattr(op, "training", None) is True
             if recorded and training:

@@ -19,8 +19,7 @@ import numpy as np
 from singa import autograd
 from singa.tensor import Tensor
 
-# engine bookkeeping, not hyperparameters (``leaves``: see singa.autograd.engine)
-_ENGINE_FIELDS = set("name src leaves requires_grad needs_grad cache n_out out_meta inputs".split())
+_ENGINE_FIELDS = {"name", "src", "requires_grad", "needs_grad", "cache", "n_out", "out_meta", "inputs"}
 
 
 class TraceError(RuntimeError):

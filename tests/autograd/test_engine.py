@@ -60,6 +60,40 @@ def test_requires_grad_false_stops_the_walk():
     assert set(grads) == {a}
 
 
+def test_src_keeps_leaves_but_no_intermediate_value():
+    """The recorded graph (which sonnx.to_onnx(inputs, [y]) walks) holds every leaf input
+    (parameters, data, constants), and reaches intermediate values through creators only."""
+    w = param(np.ones((3, 2)))
+    x = Tensor(data=np.ones((4, 3)), dtype=np.float64, requires_grad=False)
+    labels = Tensor(data=np.zeros(4, np.int64), dtype=np.int64, requires_grad=False)
+    h = autograd.matmul(x, w)
+    loss = autograd.softmax_cross_entropy(autograd.relu(h), labels)
+    assert h.creator.src == [(None, 0, x), (None, 0, w)]
+    relu = loss.creator.src[0][0]
+    assert loss.creator.src[1] == (None, 0, labels)
+    assert relu.src == [(h.creator, 0, None)]  # h itself is not kept
+    (g,) = autograd.gradients(loss).values()
+    assert g.shape == (3, 2) and h.creator.src is None and loss.creator.src is None
+
+
+def test_parameter_frozen_after_creation_gets_no_gradient():
+    class Mul(autograd.Operation):  # computes both gradients, needed or not
+        def forward(self, a, b):
+            self.cache = (a, b)
+            return a * b
+
+        def backward(self, dy):
+            a, b = self.cache
+            return dy * b, dy * a
+
+    w, v = param([1.0, 2.0]), param([3.0, 4.0])
+    w.requires_grad = False  # stores_grad stays True
+    y = Mul()(w, v)[0]
+    grads = autograd.gradients(y, dy=np.ones(2))
+    assert set(grads) == {v}
+    np.testing.assert_array_equal(grads[v].to_numpy(), [1.0, 2.0])
+
+
 def test_no_graph_when_not_training_or_no_grad():
     a = param([1.0])
     autograd.training = False
