@@ -73,7 +73,7 @@ def _host(a: Any) -> np.ndarray:
 
 
 class RecordedGraph:
-    """The operators and leaves reachable from ``outputs`` through recorded ``src``/``leaves``.
+    """The operators and leaves reachable from ``outputs`` through the recorded ``src``.
 
     Args:
         inputs: the tensors that become graph inputs (matched by identity or by array).
