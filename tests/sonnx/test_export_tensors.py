@@ -339,3 +339,26 @@ def test_zoo_models_in_singa_form(name, channels, size):
     proto = sonnx.to_onnx([x], [y], model=m)
     assert {i.name for i in proto.graph.initializer} == set(m.get_states())
     check_runs(proto, m, lambda b: [rand((b, channels, size, size), seed=b)], batches=(2, 5))
+
+
+@pytest.mark.gpu
+def test_singa_form_on_gpu():
+    """Recorded on a CUDA device (cupy arrays): exported like on the CPU."""
+    pytest.importorskip("cupy")
+    if device.get_num_gpus() == 0:
+        pytest.skip("no CUDA GPU visible to cupy")
+    gpu = device.create_cuda_gpu()
+    for net, make in ((CNN(), images), (Flat(), images)):
+        net.forward(tensor.from_numpy(make(4)[0]))  # create the parameters
+        for t in net.get_states().values():
+            t.to_device(gpu)
+        net.train()
+        x = tensor.from_numpy(make(4)[0], gpu)
+        proto = sonnx.to_onnx([x], [net.forward(x)], model=net)
+        sess = session(proto)
+        net.eval()
+        for b in (4, 7):
+            a = make(b)[0]
+            with autograd.no_grad():
+                want = net.forward(tensor.from_numpy(a, gpu)).to_numpy()
+            np.testing.assert_allclose(sess.run(None, {"input": a})[0], want, rtol=1e-4, atol=1e-4)
