@@ -1,6 +1,7 @@
 """ONNX export and import (SINGA's ``sonnx``).
 
-Export: :func:`to_onnx` traces the computation from input tensors to outputs and
+Export: :func:`to_onnx` exports the computation from input tensors to outputs (output
+tensors computed with autograd recording, as in SINGA, or the model / a function) and
 returns an ``onnx.ModelProto``; :func:`export_model` (what ``Model.export_onnx``
 calls) writes a model's file; :func:`save` writes a ModelProto.
 
@@ -12,6 +13,8 @@ Example::
 
     from singa import sonnx
     onnx_model = sonnx.to_onnx([x], model)       # model in eval mode
+    autograd.training = True
+    onnx_model = sonnx.to_onnx([x], [model.forward(x)])   # SINGA's form, same file
     rep = sonnx.prepare(onnx_model, dev)
     y, = rep.run([x])
 """
