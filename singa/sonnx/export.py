@@ -427,7 +427,13 @@ def _traces(fn: Callable, inputs: list[Tensor], model: Any, dynamic_batch: bool)
         return tr1, outs1, None, None, None
     b = inputs[0].shape[0]
     inputs2 = [trace.grow_batch(t, b) if t.ndim() > 0 and t.shape[0] == b else t for t in inputs]
-    tr2, outs2 = trace.trace(fn, inputs2, model)
+    try:
+        tr2, outs2 = trace.trace(fn, inputs2, model)
+    except (ValueError, TypeError, IndexError) as e:
+        raise ExportError(
+            f"ONNX export: the computation does not run at batch size {b + 1} ({e}); a dynamic batch "
+            f"needs one that does, or export with dynamic_batch=False to fix the batch at {b}"
+        ) from e
     trace.align(tr1, tr2, b, b + 1)
     if len(outs1) != len(outs2):
         raise ExportError("ONNX export: forward returns a different number of outputs at another batch size")

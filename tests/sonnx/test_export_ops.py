@@ -325,6 +325,17 @@ def test_batch_dependent_attribute_is_reported():
         sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], h)
 
 
+def test_fixed_batch_computation_says_to_export_a_static_batch():
+    def f(x):
+        return autograd.reshape(x, (3, 2, 3))
+
+    x = tensor.from_numpy(rand((3, 6)))
+    with pytest.raises(sonnx.ExportError, match="does not run at batch size 4.*dynamic_batch=False"):
+        sonnx.to_onnx([x], f)
+    m = sonnx.to_onnx([x], f, dynamic_batch=False)
+    assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim] == [3, 2, 3]
+
+
 def test_outputs_must_be_tensors_a_layer_or_a_function():
     x = tensor.from_numpy(rand((2, 3)))
     with pytest.raises(TypeError, match="output Tensor\\(s\\), the Layer/Model or the function"):
