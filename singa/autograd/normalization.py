@@ -58,6 +58,58 @@ def _rows(coef: Any, s: int, dt: Any) -> Any:
     return (coef if s == 1 else array_module(coef).repeat(coef, s)).reshape(1, -1)
 
 
+class _ChannelMajor:
+    """Per-channel arithmetic on x (N, C, ...) seen as rows (N, C*S) in memory order,
+    for NCHW memory (channel-major rows)."""
+
+    def __init__(self, shape: tuple):
+        self.shape = shape
+        self.n, self.c = shape[:2]
+        self.s = math.prod(shape[2:])
+
+    def rows(self, a: Any) -> Any:
+        return a.reshape(self.n, self.c * self.s)
+
+    def sum(self, a2: Any) -> Any:
+        return _chan_sum(a2.reshape(self.n, self.c, self.s))
+
+    def dot(self, a2: Any, b2: Any) -> Any:
+        return _chan_dot(a2.reshape(self.n, self.c, self.s), b2.reshape(self.n, self.c, self.s))
+
+    def spread(self, coef: Any, dt: Any) -> Any:
+        return _rows(coef, self.s, dt)
+
+    def restore(self, y2: Any) -> Any:
+        return y2.reshape(self.shape)
+
+
+class _ChannelLast(_ChannelMajor):
+    """The same for NHWC memory (what :func:`conv2d` returns): rows are pixel-major
+    samples (N, S*C), worked on in place of a transposed copy; results keep the layout,
+    so the next convolution and the previous one's backward never see a transposed copy."""
+
+    def rows(self, a: Any) -> Any:
+        return a.transpose(0, 2, 3, 1).reshape(self.n, self.s * self.c)  # a view for NHWC memory
+
+    def sum(self, a2: Any) -> Any:
+        return ones_vector(a2, self.s) @ (ones_vector(a2, self.n) @ a2).reshape(self.s, self.c)
+
+    def dot(self, a2: Any, b2: Any) -> Any:
+        return self.sum(a2 * b2)
+
+    def spread(self, coef: Any, dt: Any) -> Any:
+        coef = coef.astype(dt, copy=False)
+        return array_module(coef).tile(coef, self.s).reshape(1, -1)
+
+    def restore(self, y2: Any) -> Any:
+        n, c, h, w = self.shape
+        return y2.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+
+
+def _layout(x: Any) -> _ChannelMajor:
+    return _ChannelLast(x.shape) if x.ndim == 4 and is_channels_last(x) else _ChannelMajor(x.shape)
+
+
 class BatchNorm2d(Operation):
     """Batch normalization of x (N, C, ...) per channel C.
 
@@ -74,60 +126,59 @@ class BatchNorm2d(Operation):
         self.training = bool(training)
 
     def forward(self, x, scale, bias, running_mean, running_var):
-        if x.ndim == 4 and is_channels_last(x):
-            return self._forward_nhwc(x, scale, bias, running_mean, running_var)
         xp = array_module(x)
-        n, c = x.shape[:2]
-        s = math.prod(x.shape[2:])
+        lay = _layout(x)
+        count = lay.n * lay.s
         dt = x.dtype
-        xr = x.reshape(n, c * s)
+        x2 = lay.rows(x)
         if self.training:
-            m = _chan_sum(x.reshape(n, c, s)) * (1.0 / (n * s))
-            y = xr - _rows(m, s, dt)
-            var = _chan_dot(y.reshape(n, c, s), y.reshape(n, c, s)) * (1.0 / (n * s))
+            m = lay.sum(x2) * (1.0 / count)
+            y = x2 - lay.spread(m, dt)
+            var = lay.dot(y, y) * (1.0 / count)
             invstd = 1.0 / xp.sqrt(var + self.eps)
-            y *= _rows(scale * invstd, s, dt)
-            y += _rows(bias, s, dt)
-            self._update_running(running_mean, running_var, m, var, n * s)
+            y *= lay.spread(scale * invstd, dt)
+            y += lay.spread(bias, dt)
+            mom = self.momentum
+            running_mean *= mom
+            running_mean += (1.0 - mom) * m
+            running_var *= mom
+            running_var += ((1.0 - mom) * count / max(count - 1, 1)) * var
             if self.requires_grad:
                 self.cache = (x, m, invstd, scale)
         else:
             invstd = 1.0 / xp.sqrt(running_var + self.eps)
             a = scale * invstd
-            y = xr * _rows(a, s, dt)
-            y += _rows(bias - running_mean * a, s, dt)
+            y = x2 * lay.spread(a, dt)
+            y += lay.spread(bias - running_mean * a, dt)
             if self.requires_grad:
                 self.cache = (x, running_mean.copy(), invstd, scale)
-        return y.reshape(x.shape)
+        return lay.restore(y)
 
     def backward(self, dy):
         x, m, invstd, scale = self.cache
-        if x.ndim == 4 and is_channels_last(x):
-            return self._backward_nhwc(dy, x, m, invstd, scale)
-        n, c = x.shape[:2]
-        s = math.prod(x.shape[2:])
-        big_m = n * s
+        lay = _layout(x)
+        count = lay.n * lay.s
         dt = dy.dtype
-        dy3 = dy.reshape(n, c, s)
-        sdy = _chan_sum(dy3)
+        dy2, x2 = lay.rows(dy), lay.rows(x)
+        sdy = lay.sum(dy2)
         need_x, need_s, need_b = self.needs_grad[:3]
         dscale = None
         if need_s or (need_x and self.training):
             # sum(dy * xhat) = invstd * (sum(dy * x) - mean * sum(dy))
-            dscale = invstd * (_chan_dot(dy3, x.reshape(n, c, s)) - m * sdy)
+            dscale = invstd * (lay.dot(dy2, x2) - m * sdy)
         dx = None
         if need_x:
             a = scale * invstd
-            dx = dy.reshape(n, c * s) * _rows(a, s, dt)
+            dx = dy2 * lay.spread(a, dt)
             if self.training:
                 # dx = a * (dy - sum(dy)/M - xhat * sum(dy*xhat)/M), written as
                 # a*dy + kx*x + k0 per channel to avoid materialising xhat
-                kx = -a * invstd * dscale / big_m
-                k0 = a * (invstd * dscale * m - sdy) / big_m
-                t = x.reshape(n, c * s) * _rows(kx, s, dt)
+                kx = -a * invstd * dscale / count
+                k0 = a * (invstd * dscale * m - sdy) / count
+                t = x2 * lay.spread(kx, dt)
                 dx += t
-                dx += _rows(k0, s, dt)
-            dx = dx.reshape(x.shape)
+                dx += lay.spread(k0, dt)
+            dx = lay.restore(dx)
         return (
             dx,
             dscale.astype(scale.dtype, copy=False) if need_s else None,
@@ -135,87 +186,6 @@ class BatchNorm2d(Operation):
             None,
             None,
         )
-
-    # ----- NHWC memory (the output of conv2d): channels are the innermost axis ------------
-    def _update_running(self, running_mean, running_var, m, var, count):
-        mom = self.momentum
-        running_mean *= mom
-        running_mean += (1.0 - mom) * m
-        running_var *= mom
-        running_var += ((1.0 - mom) * count / max(count - 1, 1)) * var
-
-    def _forward_nhwc(self, x, scale, bias, running_mean, running_var):
-        xp = array_module(x)
-        n, c, h, w = x.shape
-        s = h * w
-        dt = x.dtype
-        x2 = x.transpose(0, 2, 3, 1).reshape(n, s * c)  # a view: rows are samples
-        if self.training:
-            m = _nhwc_sum(x2, c) * (1.0 / (n * s))
-            y = x2 - _tiled(m, s, dt)
-            var = _nhwc_dot(y, y, c) * (1.0 / (n * s))
-            invstd = 1.0 / xp.sqrt(var + self.eps)
-            y *= _tiled(scale * invstd, s, dt)
-            y += _tiled(bias, s, dt)
-            self._update_running(running_mean, running_var, m, var, n * s)
-            if self.requires_grad:
-                self.cache = (x, m, invstd, scale)
-        else:
-            invstd = 1.0 / xp.sqrt(running_var + self.eps)
-            a = scale * invstd
-            y = x2 * _tiled(a, s, dt)
-            y += _tiled(bias - running_mean * a, s, dt)
-            if self.requires_grad:
-                self.cache = (x, running_mean.copy(), invstd, scale)
-        return y.reshape(n, h, w, c).transpose(0, 3, 1, 2)
-
-    def _backward_nhwc(self, dy, x, m, invstd, scale):
-        n, c, h, w = x.shape
-        s = h * w
-        big_m = n * s
-        dt = dy.dtype
-        dy2 = dy.transpose(0, 2, 3, 1).reshape(n, s * c)  # a view when dy is NHWC too
-        x2 = x.transpose(0, 2, 3, 1).reshape(n, s * c)
-        sdy = _nhwc_sum(dy2, c)
-        need_x, need_s, need_b = self.needs_grad[:3]
-        dscale = None
-        if need_s or (need_x and self.training):
-            dscale = invstd * (_nhwc_dot(dy2, x2, c) - m * sdy)
-        dx = None
-        if need_x:
-            a = scale * invstd
-            dx = dy2 * _tiled(a, s, dt)
-            if self.training:
-                kx = -a * invstd * dscale / big_m
-                k0 = a * (invstd * dscale * m - sdy) / big_m
-                t = x2 * _tiled(kx, s, dt)
-                dx += t
-                dx += _tiled(k0, s, dt)
-            dx = dx.reshape(n, h, w, c).transpose(0, 3, 1, 2)
-        return (
-            dx,
-            dscale.astype(scale.dtype, copy=False) if need_s else None,
-            sdy.astype(scale.dtype, copy=False) if need_b else None,
-            None,
-            None,
-        )
-
-
-def _nhwc_sum(x2: Any, c: int) -> Any:
-    """Per-channel sum of x2 (N, S*C) whose rows are pixel-major (channel innermost)."""
-    n, sc = x2.shape
-    return ones_vector(x2, sc // c) @ (ones_vector(x2, n) @ x2).reshape(sc // c, c)
-
-
-def _nhwc_dot(a2: Any, b2: Any, c: int) -> Any:
-    """Per-channel sum of a2 * b2 (both (N, S*C), channel innermost)."""
-    return _nhwc_sum(a2 * b2, c)
-
-
-def _tiled(coef: Any, s: int, dt: Any) -> Any:
-    """A per-channel vector (C,) tiled to one row (1, S * C) matching an NHWC sample."""
-    coef = coef.astype(dt, copy=False)
-    return array_module(coef).tile(coef, s).reshape(1, -1)
 
 
 def batchnorm_2d(
