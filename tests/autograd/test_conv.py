@@ -13,14 +13,6 @@ from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def ref_conv2d(x, w, b=None, stride=1, pads=(0, 0, 0, 0), dilation=1, groups=1):
     """Direct loops over output pixels and groups (float64)."""
     sh, sw = (stride, stride) if np.isscalar(stride) else stride

@@ -10,14 +10,6 @@ from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def param(a):
     return Tensor(data=np.asarray(a, np.float64), dtype=np.float64, requires_grad=True, stores_grad=True)
 

@@ -10,14 +10,6 @@ from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def T(a, requires_grad=True, dtype=None):
     a = np.asarray(a, dtype=dtype)
     return Tensor(data=a, dtype=a.dtype, requires_grad=requires_grad, stores_grad=requires_grad)

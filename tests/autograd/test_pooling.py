@@ -11,14 +11,6 @@ from singa.autograd.pooling import AveragePooling2D, MaxPooling2D
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def T(a, grad=True):
     return Tensor(data=a, dtype=a.dtype, requires_grad=grad, stores_grad=grad)
 

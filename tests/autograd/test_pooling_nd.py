@@ -14,14 +14,6 @@ from singa.autograd.pooling_nd import AveragePoolingND, MaxPoolingND
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def T(a, grad=True):
     return Tensor(data=a, dtype=a.dtype, requires_grad=grad, stores_grad=grad)
 

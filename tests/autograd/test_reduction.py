@@ -11,14 +11,6 @@ from singa.tensor import Tensor
 rng = np.random.default_rng(0)
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def const(a, dtype=np.float64):
     return Tensor(data=np.asarray(a), dtype=dtype, requires_grad=False)
 
