@@ -46,6 +46,8 @@ class NodeContext:
         device: the device tensors are created on.
         training: True when the graph runs in training mode (SONNXModel in train()).
         outputs: how many outputs the node asks for (trailing empty names dropped).
+        states: ids of the arrays of the model's states in the current run (the
+            tensors a training node may update in place, see :meth:`is_state`).
     """
 
     def __init__(self, node: onnx.NodeProto, opset: int, device: Any, training: bool):
@@ -63,6 +65,13 @@ class NodeContext:
         while outs and not outs[-1]:
             outs.pop()
         self.outputs = len(outs)
+        self.states: frozenset = frozenset()
+
+    def is_state(self, t: Tensor | None) -> bool:
+        """True for a tensor of the model's states (a SONNXModel parameter or buffer),
+        which a training node may update in place; anything else (a Constant, a
+        computed value, an initializer of ``prepare``) must be copied first."""
+        return t is not None and id(t.data) in self.states
 
     def attr(self, name: str, default: Any = None) -> Any:
         """The attribute ``name`` (``default`` when absent)."""
@@ -179,9 +188,29 @@ class OnnxGraph:
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
         self.initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.state_constants = self._state_constants()
         self.input_names = [v.name for v in g.input if v.name not in self.initializers]
         self.output_names = [v.name for v in g.output]
         self._contexts: dict[bool, list] = {}
+
+    def _state_constants(self) -> dict[str, np.ndarray]:
+        """``{output name: value}`` of the Constant nodes that feed the running statistics
+        of a BatchNormalization (inputs 3 and 4): states of the model like initializers
+        in the same place (a SONNXModel makes them buffers, updated in training and
+        checkpointed); the values are writable copies."""
+        stats = {
+            name
+            for nd in self.model.graph.node
+            if nd.op_type == "BatchNormalization"
+            for name in nd.input[3:5]
+            if name and name not in self.initializers
+        }
+        out: dict[str, np.ndarray] = {}
+        for i, nd in enumerate(self.model.graph.node):
+            if nd.op_type == "Constant" and nd.output and nd.output[0] in stats:
+                ys = self.handlers[i](NodeContext(nd, self.opset, self.device, False), [])
+                out[nd.output[0]] = np.array(ys.to_numpy())
+        return out
 
     def contexts(self, training: bool) -> list[NodeContext]:
         """Node contexts (parsed attributes), built once per mode."""
@@ -218,8 +247,10 @@ class OnnxGraph:
         extra: Sequence[str] = (),
         stop: int | None = None,
     ) -> list:
-        """Evaluate the graph; ``params`` maps initializer names to tensors (each
-        initializer missing from it becomes a constant). Returns the graph outputs,
+        """Evaluate the graph; ``params`` maps initializer names (and names of
+        :attr:`state_constants`) to tensors: the model's states, which training nodes
+        update in place (each initializer missing from it becomes a constant, each
+        Constant node missing from it runs). Returns the graph outputs,
         then the values named in ``extra``. With ``stop`` (a node index, see
         :meth:`cut`) only the nodes up to it run, and its outputs replace the graph
         outputs."""
@@ -229,11 +260,22 @@ class OnnxGraph:
         env: dict[str, Any] = {"": None}
         for name, arr in self.initializers.items():
             env[name] = params[name] if name in params else self._const(arr)
+        for name in self.state_constants:
+            if name in params:
+                env[name] = params[name]
         env.update(feeds)
+        states = frozenset(id(t.data) for t in params.values())
         nodes = zip(self.contexts(training), self.handlers)
         if stop is not None:
             nodes = list(nodes)[: stop + 1]
         for ctx, fn in nodes:
+            if (
+                ctx.op_type == "Constant"
+                and ctx.node.output[0] in self.state_constants
+                and ctx.node.output[0] in params
+            ):
+                continue  # a state of the model (see state_constants)
+            ctx.states = states
             xs = []
             for n in ctx.node.input:
                 if n not in env:

@@ -187,8 +187,9 @@ def handle_global_max_pool(ctx: NodeContext, xs: list) -> Tensor:
 # ----- normalization and dropout ------------------------------------------------------------------------
 def handle_batchnorm(ctx: NodeContext, xs: list) -> Any:
     """BatchNormalization. In training (``training_mode`` or a SONNXModel in train())
-    it normalises with batch statistics and updates the running ones in place (inside
-    a SONNXModel they are its buffers); the optional running-stat outputs follow
+    it normalises with batch statistics and updates the running ones in place when they
+    are the model's states (a SONNXModel's buffers, from initializers or Constant nodes),
+    else copies of them; the optional running-stat outputs follow
     ONNX's formula (biased batch variance)."""
     x, scale, bias, mean, var = xs
     eps = float(ctx.attr("epsilon", 1e-5))
@@ -205,8 +206,12 @@ def handle_batchnorm(ctx: NodeContext, xs: list) -> Any:
             ctx.const(mean.to_numpy() * mom + bm * (1 - mom), mean.dtype),
             ctx.const(var.to_numpy() * mom + bv * (1 - mom), var.dtype),
         ]
-    if not ctx.training:  # inference with training_mode: leave the model's statistics alone
-        mean, var = ctx.const(mean.to_numpy()), ctx.const(var.to_numpy())
+    # the update happens in place: only into the model's states (a SONNXModel in train());
+    # inference with training_mode, or statistics from a Constant or a computed value: copies
+    if not ctx.training or not ctx.is_state(mean):
+        mean = ctx.const(mean.to_numpy())
+    if not ctx.training or not ctx.is_state(var):
+        var = ctx.const(var.to_numpy())
     y = keep_dtype(autograd.batchnorm_2d(x, scale, bias, mean, var, mom, eps, training=True), x.dtype)
     return [y] + outs
 

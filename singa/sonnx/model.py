@@ -2,7 +2,9 @@
 
 The graph's initializers become tensors of the model: those that feed differentiable
 inputs are parameters (``stores_grad``), the others (BatchNorm running statistics,
-integer constants, shapes, bounds) buffers. They live in the dict attributes
+integer constants, shapes, bounds) buffers. Constant nodes that feed BatchNorm running
+statistics are buffers as well (named by the Constant's output), so a file that writes
+them that way fine-tunes and checkpoints the same. They live in the dict attributes
 ``params`` and ``buffers`` under sanitised keys, so their state names are
 ``params.<key>`` / ``buffers.<key>``; ``onnx_names`` maps each key back to its ONNX
 name. Forward evaluates the graph with autograd operators, so gradients flow to every
@@ -91,8 +93,9 @@ class SONNXModel(Model):
 
     Attributes:
         params: trainable initializers, ``{key: Tensor}``.
-        buffers: the other initializers, ``{key: Tensor}``.
-        onnx_names: ``{key: ONNX initializer name}`` for both.
+        buffers: the other initializers, and the Constant nodes feeding BatchNorm
+            running statistics, ``{key: Tensor}``.
+        onnx_names: ``{key: ONNX initializer name (or Constant output name)}`` for both.
         input_names / output_names: the graph's inputs (initializers excluded) and outputs.
     """
 
@@ -119,6 +122,13 @@ class SONNXModel(Model):
             else:
                 t = Tensor(arr.shape, dev, arr.dtype, data=data, requires_grad=False)
                 self.buffers[key] = t
+            self.onnx_names[key] = oname
+            self._by_onnx[oname] = t
+        for oname, arr in self._graph.state_constants.items():  # BatchNorm statistics from Constants
+            key = _sanitize(oname, taken)
+            data = arr if dev.xp is np else dev.xp.asarray(arr)
+            t = Tensor(arr.shape, dev, arr.dtype, data=data, requires_grad=False)
+            self.buffers[key] = t
             self.onnx_names[key] = oname
             self._by_onnx[oname] = t
         self._initialized = True
@@ -171,7 +181,7 @@ class SONNXModel(Model):
 
     def initializer_values(self) -> dict[str, np.ndarray]:
         """The current values by ONNX initializer name (e.g. to write a fine-tuned model
-        back into the ONNX file)."""
+        back into the ONNX file); buffers from Constant nodes by their output name."""
         return {self.onnx_names[k]: t.to_numpy() for k, t in {**self.params, **self.buffers}.items()}
 
     def __repr__(self) -> str:

@@ -215,3 +215,89 @@ def test_onnx_model_is_unchanged():
     sonnx.SONNXModel(m).forward(tensor.from_numpy(rand((2, 8))), last_layers=-1)
     assert m.SerializeToString() == before
     onnx.checker.check_model(m)
+
+
+def bn_from_constants(identity=False, training_mode=0):
+    """A third-party file shape: Conv -> BatchNormalization whose running mean/var come
+    from Constant nodes (directly, or through an Identity) -> Flatten -> Gemm."""
+    rng = np.random.default_rng(0)
+    init = [
+        onnx.numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(np.ones(4, np.float32), "scale"),
+        onnx.numpy_helper.from_array(np.zeros(4, np.float32), "bias"),
+        onnx.numpy_helper.from_array(rng.standard_normal((4 * 5 * 5, 3)).astype(np.float32), "fcW"),
+    ]
+    mean = onnx.numpy_helper.from_array(np.full(4, 0.5, np.float32))
+    var = onnx.numpy_helper.from_array(np.full(4, 2.0, np.float32))
+    nodes = [
+        helper.make_node("Constant", [], ["m"], value=mean),
+        helper.make_node("Constant", [], ["v"], value=var),
+        helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+    ]
+    stats = ["m", "v"]
+    if identity:
+        nodes += [helper.make_node("Identity", ["m"], ["mi"]), helper.make_node("Identity", ["v"], ["vi"])]
+        stats = ["mi", "vi"]
+    extra = {"training_mode": 1} if training_mode else {}
+    outs = ["b", "rm", "rv"] if training_mode else ["b"]
+    nodes += [
+        helper.make_node("BatchNormalization", ["c", "scale", "bias", *stats], outs, **extra),
+        helper.make_node("Flatten", ["b"], ["f"]),
+        helper.make_node("Gemm", ["f", "fcW"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bn_constants",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        initializer=init,
+    )
+    opset = 15 if training_mode else 13
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def test_batchnorm_statistics_from_constants_fine_tune_and_checkpoint(tmp_path):
+    proto = bn_from_constants()
+    x = tensor.from_numpy(rand((4, 2, 5, 5)))
+    t = tensor.from_numpy(np.array([0, 1, 2, 0], np.int32))
+    m = sonnx.SONNXModel(proto)
+    assert set(m.buffers) == {"m", "v"} and m.onnx_names["m"] == "m"
+    assert set(m.params) == {"W", "scale", "bias", "fcW"}
+    m.set_optimizer(opt.SGD(lr=0.0))  # lr 0: only the running statistics move
+    m.train()
+    for _ in range(2):
+        m(x, t)
+    assert not np.allclose(m.buffers["m"].to_numpy(), 0.5)
+    assert not np.allclose(m.buffers["v"].to_numpy(), 2.0)
+    m.eval()
+    want = m(x)[0].to_numpy()
+    m.save_states(str(tmp_path / "ft.zip"))
+    fresh = sonnx.SONNXModel(proto)
+    fresh.eval()
+    assert not np.allclose(fresh(x)[0].to_numpy(), want)
+    fresh.load_states(str(tmp_path / "ft.zip"))
+    np.testing.assert_array_equal(fresh(x)[0].to_numpy(), want)
+    # the file is untouched, and prepare() runs it with the original statistics
+    assert np.allclose(
+        sonnx.prepare(proto).run([x.to_numpy()])[0], session(proto).run(None, {"x": x.to_numpy()})[0]
+    )
+
+
+def test_batchnorm_training_never_writes_into_constants():
+    x = rand((4, 2, 5, 5))
+    # statistics reaching BatchNorm through an Identity are no state: copied, never written
+    m = sonnx.SONNXModel(bn_from_constants(identity=True))
+    assert set(m.buffers) == set()
+    m.set_optimizer(opt.SGD(lr=0.01))
+    m.train()
+    out, loss = m(tensor.from_numpy(x), tensor.from_numpy(np.array([0, 1, 2, 0], np.int32)))
+    assert np.isfinite(loss.to_numpy()).all()
+    # prepare(...).run with training_mode=1: batch statistics, the Constants untouched
+    rep = sonnx.prepare(bn_from_constants(training_mode=1))
+    first = rep.run([x])[0]
+    np.testing.assert_array_equal(rep.run([x])[0], first)
+    np.testing.assert_allclose(
+        first, session(bn_from_constants(training_mode=1)).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4
+    )
