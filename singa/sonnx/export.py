@@ -525,6 +525,8 @@ def to_onnx(
     except (trace.TraceError, recorded.RecordError) as e:
         raise ExportError(str(e)) from None
     params = tr1.leaf_params() if model is None or recorded_graph is not None else {}
+    if recorded_graph is not None:  # BatchNorm's running statistics: initializers too
+        params.update({k: n for k, n in recorded_graph.state_names().items() if k not in params})
     if model is not None:  # the model's dotted names win
         params.update(_model_params(model))
     result = _convert(

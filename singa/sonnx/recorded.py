@@ -13,6 +13,8 @@ which is
   requires no gradient, which records nothing) is that input reshaped to
   ``(-1, *shape[1:])``;
 * a tensor that stores its gradient: a parameter, exported as a named initializer;
+* a state input of an operator with a training mode (BatchNorm's running statistics):
+  a named initializer too (:meth:`RecordedGraph.state_names`);
 * anything else (an input batch not listed, labels, a constant made in forward): a
   constant.
 
@@ -37,6 +39,7 @@ import numpy as np
 
 from singa import autograd
 from singa.autograd.dropout import Dropout
+from singa.autograd.normalization import BatchNorm2d
 from singa.tensor import Tensor
 
 _HOW_TO_RECORD = (
@@ -257,6 +260,30 @@ class RecordedGraph:
                 "computing the outputs); for a genuine constant of that size export at another batch "
                 "size, or with dynamic_batch=False"
             )
+
+    def state_names(self) -> dict[int, str]:
+        """The state inputs of the operators with a training mode (BatchNorm's running
+        statistics): leaves that store no gradient, exported as initializers (so that
+        a re-import makes them buffers). ``{id(array): name}``, named ``Tensor.name``
+        or ``bn<k>.running_mean`` / ``bn<k>.running_var`` (k counting the BatchNorm
+        operators), ``<op><k>.state<i>`` for other operators."""
+        out: dict[int, str] = {}
+        counts: dict[str, int] = {}
+        for op in self.order:
+            if not hasattr(op, "training"):
+                continue
+            kind = "bn" if isinstance(op, BatchNorm2d) else type(op).__name__.lower()
+            k = counts.get(kind, 0)
+            counts[kind] = k + 1
+            for i, r in enumerate(self._args[id(op)]):
+                if i == 0 or r[0] != "leaf" or r[1].stores_grad or id(r[1].data) in out:
+                    continue
+                if kind == "bn" and i in (3, 4):
+                    default = f"bn{k}.{('running_mean', 'running_var')[i - 3]}"
+                else:
+                    default = f"{kind}{k}.state{i}"
+                out[id(r[1].data)] = r[1].name or default
+        return out
 
     def _constants(self) -> list[Tensor]:
         """The leaves that are neither inputs nor parameters."""

@@ -130,10 +130,22 @@ def test_cnn_with_batchnorm_and_dropout_exports_inference_form():
     assert all(a.name != "training_mode" for a in bn.attribute)
     assert {i.name for i in proto.graph.initializer} == set(net.get_states())
     check_runs(proto, net, images, batches=(4, 7))
-    # without model=: the running statistics (4 channels, batch 4) are constants of the file
+    # without model=: the running statistics (4 channels, batch 4) are named initializers
+    # too, and a re-import makes them buffers (trained in place, checkpointed)
     plain = sonnx.to_onnx([x], [y])
-    assert len(plain.graph.initializer) == 6 and op_types(plain).count("Constant") == 2
+    names = [i.name for i in plain.graph.initializer]
+    assert len(names) == 8 and "Constant" not in op_types(plain)
+    assert list(bn.input[3:]) == ["bn.running_mean", "bn.running_var"]
+    assert list(next(n for n in plain.graph.node if n.op_type == "BatchNormalization").input[3:]) == [
+        "bn0.running_mean",
+        "bn0.running_var",
+    ]
     check_runs(plain, net, images, batches=(4, 7))
+    imported = sonnx.SONNXModel(plain)
+    assert set(imported.buffers) == {"bn0.running_mean", "bn0.running_var"}
+    np.testing.assert_array_equal(
+        imported.buffers["bn0.running_mean"].to_numpy(), net.bn.running_mean.to_numpy()
+    )
 
 
 def test_backward_after_export_gives_the_same_gradients():
