@@ -14,7 +14,8 @@ Example::
     from singa import sonnx
     onnx_model = sonnx.to_onnx([x], model)       # model in eval mode
     autograd.training = True
-    onnx_model = sonnx.to_onnx([x], [model.forward(x)])   # SINGA's form, same file
+    onnx_model = sonnx.to_onnx([x], [model.forward(x)], model=model)   # SINGA's form
+    # (the same graph and initializer names; without model=: param_<k>, bn<k>.running_mean)
     rep = sonnx.prepare(onnx_model, dev)
     y, = rep.run([x])
 """

@@ -10,7 +10,8 @@ batch, see :mod:`singa.sonnx.trace`). Every forward operator call arrives as
 * the given input tensors become graph inputs (``input`` or ``input_0``, ...);
 * the arrays of the model's ``get_states()`` become initializers named by their dotted
   names (``conv1.W``); without a model, leaf tensors that store their gradient become
-  initializers named ``param_0``, ...;
+  initializers named ``Tensor.name`` or ``param_0``, ... (and, for output tensors,
+  BatchNorm's running statistics ``bn0.running_mean``, ...);
 * any other array no operator produced is a constant (a ``Constant`` node);
 * operator outputs are intermediate values, the requested outputs graph outputs.
 
@@ -458,9 +459,15 @@ def to_onnx(
         outputs: the output Tensor(s) computed from ``inputs`` with autograd recording
             (SINGA's form, see :mod:`singa.sonnx.recorded`: the recorded graph is
             replayed in inference form, on copies of the operators), a Layer/Model
-            (traced in eval mode) or a function of the input tensors. States of the
-            Layer/Model (or of ``model``) become initializers named by their dotted
-            names, other leaf tensors that store gradients ``Tensor.name``/``param_<k>``.
+            (traced in eval mode) or a function of the input tensors. Initializers:
+            the states of the Layer/Model (or of ``model``) are named by their dotted
+            names; without one, leaf tensors that store gradients ``Tensor.name`` or
+            ``param_<k>``, and in SINGA's form BatchNorm running statistics
+            ``Tensor.name`` or ``bn<k>.running_mean``/``bn<k>.running_var``. Nodes are
+            named ``<layer path>/<OpType>_<k>`` when a Layer/Model runs under the
+            tracer (a Layer/Model, or a function with ``model``), else
+            ``<OpType>_<k>``: in SINGA's form the recording does not say which layer
+            ran an operator, so errors name the operator only.
         model_name: the ONNX graph's name.
         opset: the default-domain opset (default 17; from 11 to ``max_opset()``).
         dynamic_batch: axis 0 of the inputs (those whose axis 0 has the first input's
@@ -471,10 +478,12 @@ def to_onnx(
         check: run ``onnx.checker.check_model(..., full_check=True)``.
         model: with tensors or a function as ``outputs`` (e.g. the model followed by
             a loss, to export a training graph), the Layer/Model they come from: its
-            states are named by their dotted names (a function runs it in eval mode).
+            states are named by their dotted names (a function runs it in eval mode,
+            its layers naming the nodes).
 
     Raises:
-        ExportError: an operator without converter (naming it and its layer), a
+        ExportError: an operator without converter (naming it, and its layer where a
+            Layer/Model ran under the tracer), a
             batch-dependent size the exported graph could not express, or output
             tensors without a usable recorded graph (naming the problem).
 

@@ -374,3 +374,23 @@ def test_singa_form_on_gpu():
             with autograd.no_grad():
                 want = net.forward(tensor.from_numpy(a, gpu)).to_numpy()
             np.testing.assert_allclose(sess.run(None, {"input": a})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_naming_in_singa_form_as_documented():
+    """docs/onnx.md, Naming: model= gives the dotted names of the initializers; nodes carry
+    layer paths only when a layer ran under the tracer (the model, or a function with
+    model=), not in SINGA's form, whose recording does not say which layer ran an op."""
+    net = CNN()
+    x = tensor.from_numpy(images(4)[0])
+    y = net.forward(x)
+    named = sonnx.to_onnx([x], [y], model=net)
+    assert {i.name for i in named.graph.initializer} == set(net.get_states())
+    assert all("/" not in n.name for n in named.graph.node)
+    plain = sonnx.to_onnx([x], [y])
+    inits = [i.name for i in plain.graph.initializer]
+    assert sorted(inits) == ["bn0.running_mean", "bn0.running_var"] + [f"param_{k}" for k in range(6)]
+    traced = sonnx.to_onnx([x], net)
+    conv = next(n for n in traced.graph.node if n.op_type == "Conv")
+    assert conv.name.startswith("conv/")
+    fn = sonnx.to_onnx([x], lambda a: autograd.softmax(net.forward(a)), model=net)
+    assert next(n for n in fn.graph.node if n.op_type == "Conv").name.startswith("conv/")
