@@ -100,11 +100,18 @@ class RNN_Base(Layer):
                     y = autograd.add_bias(y, b, axis=0)
                 out.append(y)
             return out
-        x2 = autograd.reshape(inp, (n_steps * batch, inp.shape[2]))
+        # reshape targets leave the batch as -1 (nothing recorded is tied to the batch
+        # size, so SINGA's to_onnx([x], [y]) exports a dynamic batch); the steps are
+        # split along a (steps, batch, G*H) view, in pieces of one step
+        x2 = autograd.reshape(inp, (-1, inp.shape[2]))
         y = autograd.matmul(x2, self.Wx[k])
         for b in biases:
             y = autograd.add_bias(y, b, axis=0)
-        return list(autograd.split(y, 0, n_steps)) if n_steps > 1 else [y]
+        if n_steps == 1:
+            return [y]
+        width = y.shape[1]
+        steps = autograd.split(autograd.reshape(y, (n_steps, -1, width)), 0, n_steps)
+        return [autograd.reshape(p, (-1, width)) for p in steps]
 
     def _cell(self, pre: Tensor, c: Tensor | None) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
@@ -125,15 +132,15 @@ class RNN_Base(Layer):
                 + f", got {s0.shape}"
             )
         if n == 1:
-            return [autograd.reshape(s0, (batch, hs))], False
-        return [autograd.reshape(p, (batch, hs)) for p in autograd.split(s0, 0, n)], False
+            return [autograd.reshape(s0, (-1, hs))], False
+        return [autograd.reshape(p, (-1, hs)) for p in autograd.split(s0, 0, n)], False
 
     def _stack_states(self, states: list[Tensor], two_d: bool, batch: int) -> Tensor:
         if two_d:
             return states[0]
         if len(states) == 1:
-            return autograd.reshape(states[0], (1, batch, self.hidden_size))
-        return autograd.cat([autograd.reshape(s, (1, batch, self.hidden_size)) for s in states], 0)
+            return autograd.reshape(states[0], (1, -1, self.hidden_size))
+        return autograd.cat([autograd.reshape(s, (1, -1, self.hidden_size)) for s in states], 0)
 
     def _run(self, xs: Any, h0: Tensor | None, c0: Tensor | None) -> tuple:
         cls = type(self).__name__
@@ -189,9 +196,9 @@ class RNN_Base(Layer):
             else:
                 width = out[0].shape[1]
                 if n_steps == 1:
-                    inp = autograd.reshape(out[0], (1, batch, width))
+                    inp = autograd.reshape(out[0], (1, -1, width))
                 else:
-                    inp = autograd.cat([autograd.reshape(o, (1, batch, width)) for o in out], 0)
+                    inp = autograd.cat([autograd.reshape(o, (1, -1, width)) for o in out], 0)
                 if not last and self.dropout > 0:
                     inp = autograd.dropout(inp, self.dropout, training=self.training)
         if seq_mode:

@@ -98,12 +98,33 @@ class RecordedGraph:
         self._outs = [self._output_ref(j, y) for j, y in enumerate(self.outputs)]
         self._walk([r[1] for r in self._outs if r[0] == "op"])
         if not self.used:
-            raise RecordError(
-                "ONNX export: the outputs do not depend on the inputs through recorded operators (were "
-                "they computed with autograd.training = False, from other input tensors, or do operators "
-                "run on the inputs before they meet a parameter? Those record nothing while the inputs "
-                "require no gradient: set x.requires_grad = True first); " + _HOW_TO_RECORD
+            raise RecordError(self._unused_message())
+
+    def _unused_message(self) -> str:
+        """Why no input was reached: the likeliest cause first."""
+        head = "ONNX export: the outputs do not depend on the inputs through recorded operators"
+        free = [k for k, x in enumerate(self.inputs) if not x.requires_grad]
+        if not free:
+            return (
+                head
+                + " (were they computed with autograd.training = False, or from other input tensors?); "
+                + _HOW_TO_RECORD
             )
+        sizes = {x.size() for x in self.inputs}
+        derived = sorted({tuple(t.shape) for t in self._constants() if t.ndim() > 0 and t.size() in sizes})
+        return (
+            head
+            + f": input(s) {free} require no gradient (tensor.from_numpy gives requires_grad=False), so the "
+            "operators run on them before they met a parameter (a transpose, an arithmetic operator, a "
+            "reshape that copies) recorded nothing and the graph starts at their results"
+            + (
+                f" (here leaves of shape {', '.join(map(str, derived))}, as many elements as an input)"
+                if derived
+                else ""
+            )
+            + ", which would be baked into the file as constants; set x.requires_grad = True before "
+            "computing the outputs (SINGA's tensor.Tensor(shape) has it), or " + _HOW_TO_RECORD
+        )
 
     # ----- walking ---------------------------------------------------------------------------------
     def _leaf(self, t: Tensor) -> tuple:

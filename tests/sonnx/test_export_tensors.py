@@ -394,3 +394,41 @@ def test_naming_in_singa_form_as_documented():
     assert conv.name.startswith("conv/")
     fn = sonnx.to_onnx([x], lambda a: autograd.softmax(net.forward(a)), model=net)
     assert next(n for n in fn.graph.node if n.op_type == "Conv").name.startswith("conv/")
+
+
+class FirstOutput(model.Model):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+@pytest.mark.parametrize(
+    "make_rnn",
+    [
+        lambda: layer.LSTM(4, 5, batch_first=True),
+        lambda: layer.RNN(4, 5, num_layers=2, batch_first=True, bidirectional=True),
+    ],
+    ids=["lstm", "rnn-2-layers-bidirectional"],
+)
+def test_recurrent_layers_with_a_dynamic_batch(make_rnn):
+    """The recurrence records no batch-sized reshape target (layer/rnn.py uses -1)."""
+    m = FirstOutput(make_rnn())
+
+    def seqs(b):
+        return [rand((b, 6, 4), seed=b)]
+
+    x = tensor.from_numpy(seqs(3)[0])
+    x.requires_grad = True  # the transpose to time-major runs on the input first
+    proto = sonnx.to_onnx([x], [m.forward(x)], model=m)
+    check_runs(proto, m, seqs, batches=(3, 5))
+    # from_numpy's input requires no gradient: the error says so, and what it left behind
+    x = tensor.from_numpy(seqs(3)[0])
+    with pytest.raises(
+        sonnx.ExportError,
+        match=r"input\(s\) \[0\] require no gradient \(tensor.from_numpy"
+        r".*shape \(18, 4\).*x.requires_grad = True",
+    ):
+        sonnx.to_onnx([x], [m.forward(x)])
