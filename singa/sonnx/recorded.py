@@ -255,8 +255,9 @@ class RecordedGraph:
     def check_batch(self, states: set[int] = frozenset()) -> None:
         """For a dynamic batch: no recorded constant may have the batch size along axis 0
         (both traces would replay the same array, baking one batch into the file).
-        Not counted: arrays in ``states`` (ids: the model's states) and the state inputs
-        of operators with a mode (BatchNorm's running statistics)."""
+        Not counted: parameters, arrays in ``states`` (ids: the model's states) and the
+        state inputs of operators with a mode (BatchNorm's running statistics). At batch 1
+        any other constant of size 1 along axis 0 is refused as ambiguous."""
         if not self.inputs or self.inputs[0].ndim() == 0:
             return
         b = self.inputs[0].shape[0]
@@ -271,6 +272,14 @@ class RecordedGraph:
                 if t.ndim() > 0 and t.shape[0] == b and id(t.data) not in skip
             }
         )
+        if tied and b == 1:
+            raise RecordError(
+                f"ONNX export: traced at batch size 1, the recording holds constant(s) of shape "
+                f"{', '.join(map(str, tied))} whose axis 0 has size 1: at batch 1 it is ambiguous whether "
+                "they are per-example data (labels, values computed from the inputs) or constants that "
+                "broadcast along the batch; trace at a batch size >= 2 (or export with dynamic_batch=False), "
+                "and pass model= so that the model's own tensors (its states) are known as such"
+            )
         if tied:
             shapes = ", ".join(map(str, tied))
             raise RecordError(

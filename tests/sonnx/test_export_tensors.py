@@ -432,3 +432,36 @@ def test_recurrent_layers_with_a_dynamic_batch(make_rnn):
         r".*shape \(18, 4\).*x.requires_grad = True",
     ):
         sonnx.to_onnx([x], [m.forward(x)])
+
+
+class SizeOneStates(model.Model):
+    """Tensors of size 1 along axis 0: parameters, BatchNorm statistics, plain attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = layer.Conv2d(1, 3, padding=1)  # one channel: (1,) running statistics
+        self.bn = layer.BatchNorm2d()
+        self.fc = layer.Linear(1)  # a (1,) bias
+        self.scale = tensor.from_numpy(np.array([2.0], np.float32))
+        self.row = tensor.from_numpy(np.ones((1, 1), np.float32))
+
+    def forward(self, x):
+        h = self.fc(autograd.flatten(self.bn(self.conv(x))))
+        return autograd.add(autograd.mul(h, self.scale), self.row)
+
+
+def test_batch_one_with_size_one_tensors():
+    m = SizeOneStates()
+    x = tensor.from_numpy(images(1)[0])
+    x.requires_grad = True
+    y = m.forward(x)
+    proto = sonnx.to_onnx([x], [y], model=m)  # the model's states never count
+    assert {i.name for i in proto.graph.initializer} == set(m.get_states())
+    check_runs(proto, m, images, batches=(1, 4))
+    with pytest.raises(sonnx.ExportError, match=r"batch size 1.*shape \(1,\), \(1, 1\).*ambiguous.*>= 2"):
+        sonnx.to_onnx([x], [y])  # without model=: scale and row could be per-example data
+    proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
+    check_runs(proto, m, images, batches=(1,))
+    x2 = tensor.from_numpy(images(2)[0])
+    x2.requires_grad = True
+    check_runs(sonnx.to_onnx([x2], [m.forward(x2)]), m, images, batches=(2, 5))
