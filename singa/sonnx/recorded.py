@@ -149,8 +149,10 @@ class RecordedGraph:
             return self._leaf(y)
         raise RecordError(
             f"ONNX export: output {j} (shape {y.shape}) has no recorded graph: it was computed while "
-            "autograd was not recording (autograd.training = False or no_grad), or from tensors that "
-            "require no gradient; " + _HOW_TO_RECORD
+            "autograd was not recording (autograd.training = False or no_grad), from tensors that "
+            "require no gradient, or by a Model in graph mode (compile(..., use_graph=True): its "
+            "training steps and forward calls replay a compiled graph, whose outputs carry no autograd "
+            "graph; y = model.forward(x) runs eagerly); " + _HOW_TO_RECORD
         )
 
     def _walk(self, roots: list) -> None:

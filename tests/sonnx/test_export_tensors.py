@@ -465,3 +465,17 @@ def test_batch_one_with_size_one_tensors():
     x2 = tensor.from_numpy(images(2)[0])
     x2.requires_grad = True
     check_runs(sonnx.to_onnx([x2], [m.forward(x2)]), m, images, batches=(2, 5))
+
+
+def test_output_of_a_graph_mode_step_is_named_in_the_error():
+    m = MLP()
+    m.set_optimizer(opt.SGD(lr=0.1))
+    x = tensor.from_numpy(vectors(3)[0])
+    t = tensor.from_numpy(np.arange(3, dtype=np.int32) % 4)
+    m.compile([x], is_train=True, use_graph=True)
+    m.train()
+    for _ in range(2):  # the second step replays the compiled graph
+        out, _ = m(x, t)
+    with pytest.raises(sonnx.ExportError, match=r"no recorded graph.*graph mode \(compile\(.*use_graph=True"):
+        sonnx.to_onnx([x], [out])
+    check_runs(sonnx.to_onnx([x], [m.forward(x)], model=m), m, vectors)
