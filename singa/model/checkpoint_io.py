@@ -83,8 +83,22 @@ def _sha256(header: bytes, data: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def _submit(pool: ThreadPoolExecutor, fn: Callable, *args: Any) -> Future:
+    """``pool.submit(fn, *args)``, or ``fn`` run here when the pool takes no more work
+    (at interpreter shutdown, e.g. a save from an ``atexit`` handler)."""
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args))
+        except Exception as e:
+            done.set_exception(e)
+        return done
+
+
 def _hash(pool: ThreadPoolExecutor, header: bytes, data: np.ndarray) -> Future | str:
-    return _sha256(header, data) if data.nbytes < HASH_INLINE else pool.submit(_sha256, header, data)
+    return _sha256(header, data) if data.nbytes < HASH_INLINE else _submit(pool, _sha256, header, data)
 
 
 # ----- writing ---------------------------------------------------------------------------------
@@ -141,7 +155,7 @@ def write_npz(
             for key, arr in arrays:
                 digests[key] = write_npy(npz, zipinfo(key + ".npy", when, compress), arr, pool)
                 if f.tell() - synced >= SYNC_EVERY and (syncing is None or syncing.done()):
-                    synced, syncing = f.tell(), pool.submit(_fdatasync, f.fileno())
+                    synced, syncing = f.tell(), _submit(pool, _fdatasync, f.fileno())
         if syncing is not None:
             syncing.result()  # raise its error, if any
         return {k: d if isinstance(d, str) else d.result() for k, d in digests.items()}
@@ -204,36 +218,57 @@ def remove_stale_temporaries(folder: str, base: str) -> list[str]:
 
 
 _closer: ThreadPoolExecutor | None = None
-_closing: list[Future] = []
+_closing: Future | None = None  # the close of the file replaced by the last save
+
+
+def _forget_closer() -> None:
+    """In a forked child the parent's worker thread does not exist: start afresh."""
+    global _closer, _closing
+    _closer, _closing = None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_closer)
 
 
 def _hold_open(path: str) -> int | None:
-    """An open descriptor of the file about to be replaced (POSIX), or None. While it
-    is open the rename does not free the old file's blocks (tens of milliseconds for
-    a large file already on disk); :func:`_close_later` frees them in the background.
-    The old file has no name once replaced, so nothing is ever left behind: a crash
-    closes the descriptor too."""
+    """An open descriptor of the regular file about to be replaced (POSIX), or None.
+    While it is open the rename does not free the old file's blocks (tens of
+    milliseconds for a large file already on disk); :func:`_close_later` frees them
+    in the background. The old file has no name once replaced, so nothing is ever
+    left behind: a crash closes the descriptor too."""
     if os.name != "posix":
         return None
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
 
 
 def _close_later(fd: int | None) -> None:
-    """Close ``fd`` on a worker thread (joined at exit); at most two wait at a time."""
-    global _closer
+    """Close ``fd`` on a worker thread (joined at exit)."""
+    global _closer, _closing
     if fd is None:
         return
     with _active_lock:
         if _closer is None:
             _closer = ThreadPoolExecutor(1, "singa-ckpt-close")
-        _closing[:] = [f for f in _closing if not f.done()]
-        wait = _closing[0] if len(_closing) >= 2 else None
-        _closing.append(_closer.submit(os.close, fd))
-    if wait is not None:
-        wait.result()
+        _closing = _submit(_closer, os.close, fd)
+
+
+def _finish_close() -> None:
+    """Wait until the file replaced by the previous save is closed, so that a save
+    never needs room for more than the old file and the new one."""
+    global _closing
+    with _active_lock:
+        pending, _closing = _closing, None
+    if pending is not None:
+        try:
+            pending.result()
+        except OSError:
+            pass
 
 
 def atomic_write(fpath: Any, write: Callable[[Any], None]) -> str:
@@ -246,33 +281,20 @@ def atomic_write(fpath: Any, write: Callable[[Any], None]) -> str:
     if os.path.isdir(target):
         raise IsADirectoryError(f"cannot save a checkpoint to {fpath!r}: it is a directory")
     folder, base = os.path.split(target)
+    _finish_close()
     remove_stale_temporaries(folder, base)
     tmp = os.path.join(folder, f"{_tmp_prefix(base)}{_host_tag()}.{os.getpid()}.{os.urandom(6).hex()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     with _active_lock:
         _active_tmp.add(tmp)
     try:
-        fd = os.open(tmp, flags, 0o666)
         try:
-            with open(fd, "wb", closefd=True) as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-            except OSError:
-                pass
-            old_fd = _hold_open(target)
-            try:
-                os.replace(tmp, target)
-            finally:
-                _close_later(old_fd)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            _write_and_replace(tmp, target, flags, write)
+        except OSError as e:
+            # name the checkpoint, not the temporary file (the original stays the cause)
+            if e.errno is None:
+                raise type(e)(f"cannot save a checkpoint to {fpath!r}: {e}") from e
+            raise type(e)(e.errno, f"cannot save a checkpoint to {fpath!r}: {e.strerror}") from e
     finally:
         with _active_lock:
             _active_tmp.discard(tmp)
@@ -286,6 +308,32 @@ def atomic_write(fpath: Any, write: Callable[[Any], None]) -> str:
         except OSError:
             pass
     return target
+
+
+def _write_and_replace(tmp: str, target: str, flags: int, write: Callable[[Any], None]) -> None:
+    """Write, flush and fsync the new temporary file ``tmp`` and rename it over
+    ``target``; on any failure remove ``tmp`` and re-raise."""
+    fd = os.open(tmp, flags, 0o666)
+    try:
+        with open(fd, "wb", closefd=True) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        except OSError:
+            pass
+        old_fd = _hold_open(target)
+        try:
+            os.replace(tmp, target)
+        finally:
+            _close_later(old_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 # ----- reading ------------------------------------------------------------------------------------

@@ -4,6 +4,9 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
+import textwrap
 import zipfile
 
 import numpy as np
@@ -195,10 +198,76 @@ def test_replaced_file_is_released_in_the_background_and_nothing_is_left(tmp_pat
         ck.save_layer(Net(seed=seed), p)
         assert os.listdir(tmp_path) == ["c.zip"]
         np.testing.assert_array_equal(ck.read_arrays(p)["a.W"], Net(seed=seed).a.W.to_numpy())
-    assert len(cio._closing) <= 2
-    for f in list(cio._closing):
-        f.result()
+    cio._finish_close()
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
+    """The background closer is per process: a forked child starts its own."""
+    code = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        signal.alarm(30)
+        from singa.model import checkpoint as ck
+        from test_checkpoint_helpers import Net
+        from concurrent.futures import Future
+        import singa.model.checkpoint_io as cio
+        ck.save_layer(Net(seed=0), {str(tmp_path / "child.zip")!r})
+        ck.save_layer(Net(seed=1), {str(tmp_path / "child.zip")!r})
+        cio._closing = Future()  # a close still pending when the process forks
+        pid = os.fork()
+        if pid == 0:
+            for seed in range(5):
+                ck.save_layer(Net(seed=seed), {str(tmp_path / "child.zip")!r})
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert r.returncode == 0
+    np.testing.assert_array_equal(ck.read_arrays(tmp_path / "child.zip")["a.W"], Net(seed=4).a.W.to_numpy())
+
+
+def test_save_from_an_atexit_handler(tmp_path):
+    """At interpreter shutdown the worker threads take no work: the save runs inline."""
+    p = tmp_path / "c.zip"
+    code = textwrap.dedent(
+        f"""
+        import atexit, sys
+        import numpy as np
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from singa.model import checkpoint as ck
+        from singa.tensor import Tensor
+        from test_checkpoint_helpers import Net
+        net = Net(seed=3)
+        net.big = Tensor((512, 1024), data=np.ones((512, 1024), np.float32))  # hashed on a worker
+        ck.save_layer(net, {str(p)!r})
+        atexit.register(lambda: ck.save_layer(net, {str(p)!r}, {{"v": "at-exit"}}))
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Error" not in r.stderr, r.stderr
+    assert ck.read(p).aux_values == {"v": "at-exit"}
+    assert sorted(os.listdir(tmp_path)) == ["c.zip"]
+
+
+def test_save_errors_name_the_checkpoint(tmp_path, monkeypatch):
+    import singa.model.checkpoint_io as cio
+
+    def no_space(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    p = tmp_path / "c.zip"
+    ck.save_layer(Net(seed=1), p)
+    before = p.read_bytes()
+    monkeypatch.setattr(cio, "write_npy", no_space)
+    with pytest.raises(OSError, match=r"cannot save a checkpoint to .*c\.zip.*No space left") as e:
+        ck.save_layer(Net(seed=2), p)
+    assert e.value.errno == 28
+    assert p.read_bytes() == before and os.listdir(tmp_path) == ["c.zip"]
 
 
 def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
