@@ -163,6 +163,11 @@ class Layer:
         self, method: str, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool
     ) -> LoadResult:
         where = f"{type(self).__name__}.{method}"
+        if not isinstance(given, Mapping):
+            raise TypeError(f"{where}: expected a dict of name -> array, got a {type(given).__name__}")
+        bad_keys = [repr(k) for k in given if not isinstance(k, str)]
+        if bad_keys:
+            raise TypeError(f"{where}: names must be strings, got {', '.join(bad_keys)}")
         bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
         if bad:
             raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
@@ -191,8 +196,12 @@ class Layer:
 
     def _uninitialized_owners(self, names: list[str]) -> list[str]:
         """The not-yet-initialized layers (deepest first match) owning any of ``names``."""
-        lazy = {p: s for p, s in self.sublayers().items() if _creates_on_first_call(s)}
-        if _creates_on_first_call(self):
+
+        def empty_lazy(layer: Layer) -> bool:  # sized layers (Linear(4, 5)) have theirs already
+            return _creates_on_first_call(layer) and not layer.get_states()
+
+        lazy = {p: s for p, s in self.sublayers().items() if empty_lazy(s)}
+        if empty_lazy(self):
             lazy[""] = self
         owners: list[str] = []
         for n in names:

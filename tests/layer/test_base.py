@@ -132,3 +132,20 @@ def test_loading_into_a_lazy_layer_hints_that_it_has_no_parameters_yet():
     with pytest.raises(ValueError) as e:
         a.set_states({**saved, "nope": np.zeros(1)})
     assert "no parameters yet" not in str(e.value)
+
+
+def test_sized_layers_get_no_lazy_hint_and_bad_containers_are_named():
+    from singa import layer
+
+    fc = layer.Linear(4, 5)  # parameters exist before the first call
+    states = {n: t.to_numpy() for n, t in fc.get_states().items()}
+    with pytest.raises(ValueError) as e:
+        fc.set_states({**states, "bias": np.zeros(5, np.float32)})
+    assert str(e.value) == "Linear.set_states: unexpected: bias"
+    for bad, what in (
+        ([1, 2], "got a list"),
+        (None, "got a NoneType"),
+        ({3: np.zeros(2)}, "names must be strings, got 3"),
+    ):
+        with pytest.raises(TypeError, match=f"Linear.set_params: .*{what}"):
+            fc.set_params(bad)
