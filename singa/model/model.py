@@ -225,11 +225,13 @@ class Model(Layer):
         return result
 
     # ----- delegations ---------------------------------------------------------------------------
-    def save_states(self, fpath: str, aux_states: dict | None = None) -> None:
-        """Save a checkpoint (see :func:`singa.model.checkpoint.save_model`)."""
+    def save_states(self, fpath: str, aux_states: dict | None = None, *, compress: bool = False) -> None:
+        """Save a checkpoint (see :func:`singa.model.checkpoint.save_model`): the model's
+        states, its optimizer's, the device's random state and ``aux_states``, in one zip
+        written atomically. ``compress`` deflates the arrays (smaller, slower)."""
         from singa.model import checkpoint
 
-        checkpoint.save_model(self, fpath, aux_states)
+        checkpoint.save_model(self, fpath, aux_states, compress=compress)
 
     def load_states(self, fpath: str, strict: bool = True) -> dict:
         """Load a checkpoint in place; returns its aux_states dict

@@ -142,7 +142,7 @@ def test_non_tensor_arguments_are_part_of_the_signature():
 def test_delegations(monkeypatch):
     calls = []
     ckpt = types.ModuleType("singa.model.checkpoint")
-    ckpt.save_model = lambda m, f, aux=None: calls.append(("save", f, aux))
+    ckpt.save_model = lambda m, f, aux=None, compress=False: calls.append(("save", f, aux, compress))
     ckpt.load_model = lambda m, f, strict=True: calls.append(("load", f, strict)) or {"epoch": 3}
     sonnx = types.ModuleType("singa.sonnx")
     sonnx.export_model = lambda m, p, i, opset=None, dynamic_batch=True: calls.append(
@@ -157,9 +157,15 @@ def test_delegations(monkeypatch):
     monkeypatch.setattr(singa, "sonnx", sonnx, raising=False)
     m = MLP()
     m.save_states("a.zip", aux_states={"epoch": 3})
+    m.save_states("b.zip", compress=True)
     assert m.load_states("a.zip", strict=False) == {"epoch": 3}
     m.export_onnx("m.onnx", [Tensor((1, 6))], opset=17, dynamic_batch=False)
-    assert calls == [("save", "a.zip", {"epoch": 3}), ("load", "a.zip", False), ("onnx", "m.onnx", 17, False)]
+    assert calls == [
+        ("save", "a.zip", {"epoch": 3}, False),
+        ("save", "b.zip", None, True),
+        ("load", "a.zip", False),
+        ("onnx", "m.onnx", 17, False),
+    ]
 
 
 def test_model_api_example_trains_and_graph_matches_eager():
