@@ -159,25 +159,25 @@ class BatchNorm2d(Operation):
         lay = _layout(x)
         count = lay.n * lay.s
         dt = dy.dtype
-        dy2, x2 = lay.rows(dy), lay.rows(x)
+        dy2 = lay.rows(dy)
         sdy = lay.sum(dy2)
         need_x, need_s, need_b = self.needs_grad[:3]
-        dscale = None
+        dscale = xc = None
         if need_s or (need_x and self.training):
-            # sum(dy * xhat) = invstd * (sum(dy * x) - mean * sum(dy))
-            dscale = invstd * (lay.dot(dy2, x2) - m * sdy)
+            # sum(dy * xhat) = invstd * sum(dy * (x - mean)); centring first keeps float32
+            # accurate when a channel's mean is large against its spread
+            xc = lay.rows(x) - lay.spread(m, dt)
+            dscale = invstd * lay.dot(dy2, xc)
         dx = None
         if need_x:
             a = scale * invstd
             dx = dy2 * lay.spread(a, dt)
             if self.training:
                 # dx = a * (dy - sum(dy)/M - xhat * sum(dy*xhat)/M), written as
-                # a*dy + kx*x + k0 per channel to avoid materialising xhat
-                kx = -a * invstd * dscale / count
-                k0 = a * (invstd * dscale * m - sdy) / count
-                t = x2 * lay.spread(kx, dt)
-                dx += t
-                dx += lay.spread(k0, dt)
+                # a*dy + kx*(x - mean) + k0 per channel without materialising xhat
+                xc *= lay.spread(-a * invstd * dscale / count, dt)
+                dx += xc
+                dx += lay.spread(-a * sdy / count, dt)
             dx = lay.restore(dx)
         return (
             dx,
