@@ -275,6 +275,16 @@ def _scratch(shape: tuple, dtype: Any) -> Any:
     return a
 
 
+def is_pooled(a: Any) -> bool:
+    """Whether array ``a`` belongs to the pool (whose list then holds one reference
+    to it: graph replay counts references to know when a buffer is private)."""
+    if not isinstance(a, np.ndarray):
+        return False
+    with _pool_lock:
+        lst = _pool.get((a.shape, a.dtype.str))
+        return lst is not None and any(x is a for x in lst)
+
+
 def clear_scratch() -> None:
     """Drop every pooled array (arrays still in use stay valid)."""
     global _pool_bytes

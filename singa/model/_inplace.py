@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from singa.autograd import _im2col
 from singa.autograd.engine import array_module
 
 __all__ = ["add_into", "donating", "find_variants", "inplace_call"]
@@ -55,15 +56,7 @@ def _pooled(b: Any) -> bool:
     (:func:`singa.autograd._im2col.scratch`), whose list holds one reference to it.
     The pool hands an array out again only when nothing else refers to it, so a
     buffer in use by the replay is as private as an unpooled one."""
-    try:
-        from singa.autograd import _im2col
-    except ImportError:  # pragma: no cover
-        return False
-    pool = getattr(_im2col, "_pool", None)
-    if not isinstance(pool, dict):
-        return False
-    lst = pool.get((b.shape, b.dtype.str))
-    return lst is not None and any(x is b for x in lst)
+    return _im2col.is_pooled(b)
 
 
 def owns(a: Any, refs: int) -> bool:
