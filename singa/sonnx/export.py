@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from singa.sonnx import recorded, trace
+from singa.sonnx import passes, recorded, trace
 from singa.tensor import Tensor
 
 DEFAULT_OPSET = 17
@@ -340,7 +340,7 @@ def _convert(
             for i, n in enumerate(nd.output):
                 if n in renames:
                     nd.output[i] = renames[n]
-    _drop_identities(ctx.nodes, {n for n, _ in graph_outputs})
+    passes.simplify(ctx.nodes, {n for n, _ in graph_outputs}, ctx._shapes)
 
     out_infos = [helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)) for n, t in graph_outputs]
     graph = helper.make_graph(ctx.nodes, model_name, graph_inputs, out_infos, initializer=initializers)
@@ -366,21 +366,6 @@ def _ir_version_for(opset: int) -> int:
         if op <= opset:
             return ir
     return onnx.IR_VERSION
-
-
-def _drop_identities(nodes: list, keep: set[str]) -> None:
-    """Remove Identity nodes (Dropout in eval mode, ...) whose output is not a graph output."""
-    alias: dict[str, str] = {}
-    kept = []
-    for nd in nodes:
-        for i, n in enumerate(nd.input):
-            if n in alias:
-                nd.input[i] = alias[n]
-        if nd.op_type == "Identity" and nd.output[0] not in keep:
-            alias[nd.output[0]] = nd.input[0]
-            continue
-        kept.append(nd)
-    nodes[:] = kept
 
 
 def _check_output_shapes(model: onnx.ModelProto, ctx: ExportContext) -> None:

@@ -126,6 +126,33 @@ def test_batched_matmul_and_add_bias_columns():
     )
 
 
+def test_matmul_then_add_bias_is_one_gemm_where_it_can_be():
+    """layer.Linear's matmul + add_bias is one Gemm (one layer for last_layers, as
+    PyTorch's nn.Linear); not when the product is used elsewhere, is 3-D, or the bias
+    is added along columns."""
+    fused = check_export(
+        lambda x: autograd.add_bias(autograd.matmul(x, W), B, axis=0), lambda b: [rand((b, 4))]
+    )
+    assert op_types(fused) == ["Gemm"]
+    assert list(fused.graph.node[0].input) == ["input", "W", "b"]
+    assert op_types(check_export(layer.Linear(3), lambda b: [rand((b, 4))])) == ["Gemm"]
+
+    def twice(x):
+        h = autograd.matmul(x, W)
+        return autograd.add(autograd.add_bias(h, B, axis=0), h)
+
+    assert op_types(check_export(twice, lambda b: [rand((b, 4))]))[:2] == ["MatMul", "Add"]
+    assert op_types(check_export(layer.Linear(3), lambda b: [rand((b, 2, 4))])) == ["MatMul", "Add"]
+    w_col = param(rand((4, 5), seed=6))
+    cols = check_export(
+        lambda x: autograd.add_bias(autograd.matmul(x, w_col), B_COL, axis=1),
+        lambda b: [rand((5, 4))],
+        batches=(5,),
+        dynamic_batch=False,
+    )
+    assert "Gemm" not in op_types(cols)
+
+
 SHAPE = [
     lambda x: autograd.reshape(x, (x.shape[0], -1)),
     lambda x: autograd.reshape(x, (x.shape[0] * 3, 4)),

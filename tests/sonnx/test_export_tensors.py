@@ -88,7 +88,7 @@ def test_mlp_in_singa_form():
     x = tensor.from_numpy(vectors(3)[0])
     y = m.forward(x)
     proto = sonnx.to_onnx([x], [y])
-    assert op_types(proto) == ["MatMul", "Add", "Relu", "MatMul", "Add"]
+    assert op_types(proto) == ["Gemm", "Relu", "Gemm"]  # Linear: matmul + add_bias -> one Gemm
     assert sorted(i.name for i in proto.graph.initializer) == ["param_0", "param_1", "param_2", "param_3"]
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     check_runs(proto, m, vectors)
