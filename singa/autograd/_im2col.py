@@ -74,6 +74,20 @@ def out_size(n: int, k: int, s: int, p0: int, p1: int, d: int = 1, ceil_mode: bo
     return o
 
 
+def same_pads(mode: str, sizes: Any, kernel: Any, stride: Any, dilation: Any) -> tuple[list, list]:
+    """ONNX ``auto_pad`` SAME_UPPER / SAME_LOWER along each spatial axis: the (begin,
+    end) pads giving an output of ceil(size / stride); the odd cell goes at the end
+    (UPPER) or the beginning (LOWER). Returns (begins, ends)."""
+    begin, end = [], []
+    for n, k, s, d in zip(sizes, kernel, stride, dilation):
+        out = -(-n // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if mode == "SAME_UPPER" else big)
+        end.append(big if mode == "SAME_UPPER" else small)
+    return begin, end
+
+
 def is_channels_last(x: Any) -> bool:
     """True when a 4-D array's memory is NHWC (its channel axis is the innermost)."""
     s = x.strides

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
+from singa.autograd import _im2col
 from singa.tensor import Tensor
 
 
@@ -62,17 +63,7 @@ def pair(v: Any, name: str, layer: str) -> tuple[int, int]:
 def same_pads(pad_mode: str, in_hw: tuple, kernel: tuple, stride: tuple, dilation: tuple = (1, 1)) -> tuple:
     """ONNX auto_pad SAME_UPPER / SAME_LOWER: pads (top, left, bottom, right) giving an
     output of ceil(in / stride); the odd pixel goes at the end (UPPER) or begin (LOWER)."""
-    begin, end = [], []
-    for n, k, s, d in zip(in_hw, kernel, stride, dilation):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        small, big = total // 2, total - total // 2
-        if pad_mode == "SAME_UPPER":
-            begin.append(small)
-            end.append(big)
-        else:
-            begin.append(big)
-            end.append(small)
+    begin, end = _im2col.same_pads(pad_mode, in_hw, kernel, stride, dilation)
     return begin[0], begin[1], end[0], end[1]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
+from singa.autograd import _im2col
 from singa.autograd.conv_transpose import conv_transpose2d, conv_transpose3d
 from singa.sonnx.backend import NodeContext
 from singa.sonnx.import_math import keep_dtype
@@ -46,13 +47,7 @@ def _spatial_pads(ctx: NodeContext, in_sizes: tuple, kernel: list, strides: list
         return [0] * (2 * nd)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ctx.unsupported(f"auto_pad {auto!r}")
-    begin, end = [], []
-    for n, k, s, d in zip(in_sizes, kernel, strides, dilations):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        small, big = total // 2, total - total // 2
-        begin.append(small if auto == "SAME_UPPER" else big)
-        end.append(big if auto == "SAME_UPPER" else small)
+    begin, end = _im2col.same_pads(auto, in_sizes, kernel, strides, dilations)
     return begin + end
 
 
