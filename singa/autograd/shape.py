@@ -373,17 +373,6 @@ def unsqueeze(x: Tensor, axis: int | Sequence[int]) -> Tensor:
 
 
 # ----- pad and expand ------------------------------------------------------------------------
-def _scatter_add(xp: Any, a: Any, index: tuple, values: Any) -> None:
-    """``a[index] += values`` with repeated indices accumulated: ``np.add.at``, on cupy
-    ``cupy.add.at`` (what CuPy recommends) or, in older CuPy, ``cupyx.scatter_add``."""
-    if xp is np or hasattr(xp.add, "at"):
-        xp.add.at(a, index, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(a, index, values)
-
-
 class Pad(Operation):
     """ONNX Pad in modes constant, reflect and edge; negative pads crop."""
 
