@@ -154,7 +154,7 @@ class Convolution2D(Operation):
 
     def _dx_as_convolution(self, x_shape: tuple) -> bool:
         """Whether dx of this (ungrouped) convolution is computed as a stride-1
-        convolution of the padded dy with the flipped filters (:meth:`_dx_stride1`):
+        convolution of the padded dy with the flipped filters (:meth:`_grads_stride1`):
         stride 1, no side padded by more than the dilated kernel's reach, and an
         output about as large as the input ("same" padding; for a "valid" one the
         products would mostly multiply the zero border)."""
@@ -168,12 +168,14 @@ class Convolution2D(Operation):
             and 4 * h * w <= 5 * oh * ow
         )
 
-    def _dx_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple) -> Any:
-        """dx of a stride-1 convolution: dy (N, O, OH, OW), placed in a zero border
-        so that every input pixel sees all its kernel offsets, is copied once into
-        columns (N*H*W, kh*kw*O) and multiplied by the flipped filters (kh*kw*O, C):
-        one product with a long inner dimension instead of kh*kw short ones plus a
-        col2im. Returns dx as NCHW with NHWC memory."""
+    def _grads_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple, xh: Any) -> tuple:
+        """dx, and dW when the padded NHWC input ``xh`` is given, of a stride-1
+        convolution from one set of columns: dy (N, O, OH, OW), placed in a zero border
+        so that every input pixel sees all its kernel offsets, is copied into columns
+        (N*H*W, kh*kw*O) a batch slice at a time; each slice times the flipped filters
+        (kh*kw*O, C) gives dx, and the input's pixels (C, N*H*W) times the same slice give
+        dW with flipped offsets. One long product each instead of kh*kw short ones plus
+        a col2im, and no second set of columns for dW. dx is NCHW with NHWC memory."""
         n, c, h, w = x_shape
         o = W.shape[0]
         (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
@@ -188,9 +190,15 @@ class Convolution2D(Operation):
         wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
         dxh = im.scratch(xp, (n, h, w, c), dy.dtype)
         dx2 = dxh.reshape(n * h * w, c)
+        g = None if xh is None else xp.zeros((c, kh * kw * o), dy.dtype)
         for i0, i1, cb in _column_chunks(xp, dyp, (kh, kw, 1, 1, dh, dw, h, w)):
             xp.matmul(cb, wf, out=dx2[i0 * h * w : i1 * h * w])
-        return dxh.transpose(0, 3, 1, 2)
+            if g is not None:
+                g += xh[i0:i1, t : t + h, l : l + w].reshape((i1 - i0) * h * w, c).T @ cb
+        dW = None
+        if g is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
+            dW = xp.ascontiguousarray(g.reshape(c, kh, kw, o)[:, ::-1, ::-1].transpose(3, 0, 1, 2))
+        return dxh.transpose(0, 3, 1, 2), dW
 
     def backward(self, dy):
         x_shape, w_shape, kmajor, cols, wk = self.cache
@@ -225,6 +233,8 @@ class Convolution2D(Operation):
 
                 im.split_batch(xp, col2im, n, dcols.size)
                 dx = dxp[:, :, t : t + h, l : l + w]
+        elif g == 1 and wk is not None and self._dx_as_convolution(x_shape):
+            dx, dW = self._grads_stride1(xp, dy, wk, x_shape, cols)
         else:
             kg = kh * kw * cg
             if cols is not None:
@@ -238,9 +248,7 @@ class Convolution2D(Operation):
                         dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
                     )  # (G, O/G, kh*kw*C/G)
                 dW = xp.ascontiguousarray(dwk.reshape(o, kh, kw, cg).transpose(0, 3, 1, 2))
-            if wk is not None and g == 1 and self._dx_as_convolution(x_shape):
-                dx = self._dx_stride1(xp, dy, wk, x_shape)
-            elif wk is not None and g == 1:
+            if wk is not None and g == 1:
                 # one product per kernel offset: dcols (kh, kw, M, C), so that col2im adds
                 # contiguous (OW, C) blocks (2x faster than columns laid out (M, kh*kw*C))
                 wb = wk.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)  # wk is W here
