@@ -4,9 +4,10 @@ scheduled replay) vs PyTorch CPU, with peak memory.
 One step = ``model(tx, ty)`` on a Model subclass built from singa.layer layers
 (forward, softmax cross-entropy, backward, SGD momentum update); PyTorch runs the same
 architecture with the same optimizer. All (model, mode) pairs are interleaved over
-several repetitions; each repetition warms up, then times ``--steps`` single steps.
-Times are the median and minimum over all timed steps; ratios are medians divided by
-PyTorch's median.
+many short repetitions (default 12 x 6 steps), so that a burst of load from other
+jobs on a shared machine falls on every mode alike; each repetition warms up, then
+times ``--steps`` single steps. Times are the median and minimum over all timed
+steps; ratios are medians divided by PyTorch's median.
 
 Peak memory is measured separately (not timed) with tracemalloc, which numpy reports
 its allocations to: the peak of traced memory during one steady-state step, as the
@@ -271,9 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {','.join(MODELS)}")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per repetition")
+    ap.add_argument("--steps", type=int, default=6, help="timed steps per repetition")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps before each repetition")
-    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
+    ap.add_argument("--reps", type=int, default=12, help="interleaved repetitions")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
