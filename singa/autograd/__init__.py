@@ -38,27 +38,14 @@ from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.shape import *  # noqa: E402,F403
 
-_LEGACY_LAYERS = (
-    "Layer",
-    "Linear",
-    "Conv2d",
-    "SeparableConv2d",
-    "BatchNorm2d",
-    "MaxPool2d",
-    "AvgPool2d",
-    "MaxPool1d",
-    "AvgPool1d",
-    "ReLU",
-    "RNN",
-    "LSTM",
-)
-
 
 def __getattr__(name: str):
     """SINGA's autograd examples use layer classes from this module (autograd.Conv2d,
-    autograd.BatchNorm2d, ...); they live in singa.layer and are looked up lazily."""
-    if name in _LEGACY_LAYERS:
+    autograd.BatchNorm2d, ...); they live in singa.layer.legacy (its ``__all__``) and
+    are looked up lazily, since singa.layer itself imports this package."""
+    if not name.startswith("__"):
         from singa.layer import legacy
 
-        return getattr(legacy, name)
+        if name in legacy.__all__:
+            return getattr(legacy, name)
     raise AttributeError(f"module 'singa.autograd' has no attribute {name!r}")

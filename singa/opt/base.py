@@ -173,8 +173,11 @@ class Optimizer:
         return tuple(clipped)
 
     # ----- state --------------------------------------------------------------------------
+    #: names of the attributes reported with the state and in repr (subclasses list theirs)
+    hyperparameters: tuple[str, ...] = ()
+
     def _hyper(self) -> dict:
-        return {}
+        return {k: getattr(self, k) for k in self.hyperparameters}
 
     def get_states(self, names: Mapping[str, Tensor]) -> dict:
         """Everything needed to resume: step counts, learning rate or schedule,

@@ -68,13 +68,7 @@ class SGD(Optimizer):
         self.weight_decay = float(weight_decay)
         self.nesterov = nesterov
 
-    def _hyper(self) -> dict:
-        return {
-            "momentum": self.momentum,
-            "dampening": self.dampening,
-            "weight_decay": self.weight_decay,
-            "nesterov": self.nesterov,
-        }
+    hyperparameters = ("momentum", "dampening", "weight_decay", "nesterov")
 
     def _step_param(self, p, g, slots, step, lr, own):
         g, own = _weight_decay(g, p, self.weight_decay, own)
@@ -151,14 +145,7 @@ class Adam(Optimizer):
         self.weight_decay = float(weight_decay)
         self.amsgrad = amsgrad
 
-    def _hyper(self) -> dict:
-        return {
-            "beta_1": self.beta_1,
-            "beta_2": self.beta_2,
-            "epsilon": self.epsilon,
-            "weight_decay": self.weight_decay,
-            "amsgrad": self.amsgrad,
-        }
+    hyperparameters = ("beta_1", "beta_2", "epsilon", "weight_decay", "amsgrad")
 
     def _init_slots(self, p):
         xp = array_module(p)
@@ -250,14 +237,7 @@ class RMSProp(Optimizer):
         self.momentum = float(momentum)
         self.centered = centered
 
-    def _hyper(self) -> dict:
-        return {
-            "rho": self.rho,
-            "epsilon": self.epsilon,
-            "weight_decay": self.weight_decay,
-            "momentum": self.momentum,
-            "centered": self.centered,
-        }
+    hyperparameters = ("rho", "epsilon", "weight_decay", "momentum", "centered")
 
     def _init_slots(self, p):
         xp = array_module(p)
@@ -335,13 +315,7 @@ class AdaGrad(Optimizer):
         self.initial_accumulator_value = float(initial_accumulator_value)
         self.epsilon = float(epsilon)
 
-    def _hyper(self) -> dict:
-        return {
-            "lr_decay": self.lr_decay,
-            "weight_decay": self.weight_decay,
-            "initial_accumulator_value": self.initial_accumulator_value,
-            "epsilon": self.epsilon,
-        }
+    hyperparameters = ("lr_decay", "weight_decay", "initial_accumulator_value", "epsilon")
 
     def _init_slots(self, p):
         s = array_module(p).zeros_like(p)
