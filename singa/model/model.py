@@ -189,24 +189,13 @@ class Model(Layer):
             graph, checks = entry
             if all(t.data is a for t, a in checks):
                 self._graphs.move_to_end(key)
-                arrays = []
-                ids: set[int] = set()
-                for t in tensors:
-                    if id(t.data) not in ids:
-                        ids.add(id(t.data))
-                        arrays.append(t.data)
-                outs = graph(arrays)
+                outs = graph(_distinct_arrays(tensors))
                 return rebuild_outputs(graph.out_template, [Tensor._wrap(a, dev) for a in outs])
             del self._graphs[key]
         return self._trace(fn, key, dev, tensors, args, kwargs)
 
     def _trace(self, fn: Any, key: tuple, dev: Any, tensors: list, args: tuple, kwargs: dict) -> Any:
-        arrays = []
-        ids: set[int] = set()
-        for t in tensors:
-            if id(t.data) not in ids:
-                ids.add(id(t.data))
-                arrays.append(t.data)
+        arrays = _distinct_arrays(tensors)
         rec = Recorder(dev, arrays, inplace=not self.sequential)
         dev.recorder = rec
         try:
@@ -261,3 +250,13 @@ def _release_trace_buffers() -> None:
     clear = getattr(_im2col, "clear_scratch", None)
     if clear is not None:
         clear()
+
+
+def _distinct_arrays(tensors: list) -> list:
+    """The tensors' arrays, each once, in order (a graph's input buffers)."""
+    arrays, ids = [], set()
+    for t in tensors:
+        if id(t.data) not in ids:
+            ids.add(id(t.data))
+            arrays.append(t.data)
+    return arrays
