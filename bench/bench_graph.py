@@ -26,7 +26,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import os
 import platform
@@ -39,6 +38,9 @@ from collections.abc import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _harness import load_torch, mallopt  # noqa: E402
 
 from singa import device, layer, model, opt, tensor  # noqa: E402
 
@@ -259,15 +261,6 @@ def peak_memory(name: str, mode: str, batch: int, warmup: int = 3, steps: int = 
     return min(step_peaks) / 2**20, min(total_peaks) / 2**20
 
 
-def _mallopt() -> bool:
-    """Ask glibc to keep freed memory (no trimming, no mmap for big blocks)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return libc.mallopt(-1, 1 << 30) == 1 and libc.mallopt(-3, 1 << 30) == 1
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {','.join(MODELS)}")
@@ -284,16 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; known: {list(MODELS)}")
-    used_mallopt = _mallopt() if args.mallopt else False
-    torch_version = None
-    if not args.no_torch:
-        try:
-            import torch
-
-            torch.set_num_threads(args.threads)
-            torch_version = torch.__version__
-        except ImportError:
-            pass
+    used_mallopt = mallopt() if args.mallopt else False
+    torch_version = load_torch(args.threads, args.no_torch)
 
     memory = {}
     if not args.no_memory:

@@ -21,7 +21,6 @@ training step, and add the name to ``MODELS``.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import platform
 import statistics
@@ -32,6 +31,9 @@ from collections.abc import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _harness import load_torch, mallopt  # noqa: E402
 
 from singa import autograd, opt  # noqa: E402
 from singa.tensor import Tensor  # noqa: E402
@@ -152,17 +154,6 @@ MODELS: dict[str, tuple[str, Callable[..., Step], Callable[..., Step] | None]] =
 
 
 # ----- harness -----------------------------------------------------------------------------
-def _mallopt() -> bool:
-    """Ask glibc to keep freed memory (no trimming, no mmap for big blocks)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    ok = libc.mallopt(m_trim_threshold, 1 << 30) == 1
-    return ok and libc.mallopt(m_mmap_threshold, 1 << 30) == 1
-
-
 def _malloc_state(used_mallopt: bool) -> str:
     env = {k: os.environ[k] for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_") if k in os.environ}
     if used_mallopt:
@@ -199,18 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; known: {list(MODELS)}")
-    used_mallopt = _mallopt() if args.mallopt else False
+    used_mallopt = mallopt() if args.mallopt else False
 
-    torch_version = None
-    if not args.no_torch:
-        try:
-            import torch
-
-            torch.set_num_threads(args.threads)
-            torch.manual_seed(0)
-            torch_version = torch.__version__
-        except ImportError:
-            pass
+    torch_version = load_torch(args.threads, args.no_torch)
 
     steps: dict[tuple[str, str], Step] = {}
     for name in names:
