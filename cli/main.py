@@ -150,6 +150,12 @@ def _model_type() -> click.Choice:
 )
 @click.option("--sequential", is_flag=True, help="Replay the graph in the recorded order.")
 @click.option(
+    "--augment",
+    is_flag=True,
+    help="Augment image batches: random crop of the image zero-padded by 1/8 of its height, "
+    "and a random left-right flip (singa.image_tool.augment_batch).",
+)
+@click.option(
     "--device", type=click.Choice(["cpu", "gpu"], case_sensitive=False), default="cpu", show_default=True
 )
 @click.option(

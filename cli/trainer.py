@@ -40,7 +40,7 @@ from cli.common import (
 from cli.config import TrainConfig
 from cli.errors import CliError, Interrupted
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
-from singa import data, tensor
+from singa import data, image_tool, tensor
 from singa.model.checkpoint import CheckpointError
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
@@ -172,7 +172,17 @@ class Trainer:
             )
         stored = run["config"]
         differ = []
-        for key in ("model", "data", "batch_size", "optimizer", "scheduler", "warmup", "seed", "epochs"):
+        for key in (
+            "model",
+            "data",
+            "batch_size",
+            "optimizer",
+            "scheduler",
+            "warmup",
+            "seed",
+            "epochs",
+            "augment",
+        ):
             if key not in stored:
                 continue
             if key in self.explicit:
@@ -215,6 +225,10 @@ class Trainer:
         dev = make_device(cfg.device)
         ds = load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet)
         info = ds.info
+        if cfg.augment and ds.x_train.ndim != 4:
+            raise CliError(
+                f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
+            )
         mean, std = data.channel_mean_std(ds.x_train)
         train = data.DataLoader(
             ds.x_train,
@@ -225,6 +239,7 @@ class Trainer:
             drop_last=True,
             mean=mean,
             std=std,
+            transform=image_tool.augment_batch if cfg.augment else None,
         )
         val = data.DataLoader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
         steps = len(train)
@@ -321,6 +336,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += ", augmented" if cfg.augment else ""
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
             f"of {self.steps} steps, "

@@ -182,6 +182,7 @@ class _KernelLog:
 
 
 _default_device = Device(np, -1)
+default_device = _default_device  # SINGA's module attribute
 _gpus: dict[int, Device] = {}
 
 
@@ -216,6 +217,43 @@ def create_cuda_gpu_on(device_id: int) -> Device:
     if device_id not in _gpus:
         _gpus[device_id] = Device(cupy, device_id)
     return _gpus[device_id]
+
+
+def get_gpu_ids() -> list[int]:
+    """The ordinals of the CUDA GPUs cupy sees (empty without cupy or a GPU)."""
+    return list(range(get_num_gpus()))
+
+
+def get_gpu_mem_size(device_id: int) -> tuple[int, int]:
+    """``(free, total)`` bytes of memory of GPU ``device_id``."""
+    cupy = _import_cupy()
+    with cupy.cuda.Device(device_id):
+        free, total = cupy.cuda.runtime.memGetInfo()
+    return int(free), int(total)
+
+
+def device_query(device_id: int, verbose: bool = False) -> str:
+    """A description of GPU ``device_id``: name, memory and compute capability (every
+    property cupy reports when ``verbose``)."""
+    cupy = _import_cupy()
+    props = cupy.cuda.runtime.getDeviceProperties(device_id)
+    if verbose:
+        return "\n".join(f"{k}: {v}" for k, v in sorted(props.items()))
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return (
+        f"GPU {device_id}: {name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, "
+        f"compute capability {props['major']}.{props['minor']}"
+    )
+
+
+def create_cuda_gpus(num: int) -> list[Device]:
+    """The first ``num`` CUDA GPUs."""
+    return [create_cuda_gpu_on(i) for i in range(num)]
+
+
+def create_cuda_gpus_on(device_ids: list[int]) -> list[Device]:
+    """The CUDA GPUs with the given ordinals."""
+    return [create_cuda_gpu_on(i) for i in device_ids]
 
 
 def create_cuda_gpu() -> Device:

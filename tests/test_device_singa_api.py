@@ -111,3 +111,18 @@ def test_singa_wrap_flags_are_truthful():
     assert singa_wrap.USE_DIST == (importlib.util.find_spec("mpi4py") is not None)
     assert singa_wrap.USE_DNNL is False and singa_wrap.USE_PYTHON3 is True
     assert not any(callable(getattr(singa_wrap, n)) for n in singa_wrap.__all__)
+
+
+def test_gpu_listing_helpers_agree_with_the_gpu_count():
+    n = device.get_num_gpus()
+    assert device.get_gpu_ids() == list(range(n))
+    assert device.create_cuda_gpus(0) == [] and device.create_cuda_gpus_on([]) == []
+    assert device.default_device is device.get_default_device()
+    if n == 0:
+        with pytest.raises(RuntimeError):
+            device.create_cuda_gpus(1)
+    else:  # pragma: no cover - needs a GPU
+        free, total = device.get_gpu_mem_size(0)
+        assert 0 < free <= total
+        assert "GPU 0" in device.device_query(0)
+        assert device.create_cuda_gpus_on([0]) == [device.create_cuda_gpu()]
