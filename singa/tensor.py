@@ -252,11 +252,6 @@ class Tensor:
         """Permute the axes (reverse them when ``axes`` is None); differentiable."""
         return _autograd().transpose(self, axes)
 
-    @property
-    def T(self) -> Tensor:
-        """The transpose (all axes reversed)."""
-        return _autograd().transpose(self, None)
-
     def __getitem__(self, key: Any) -> Tensor:
         return _autograd().getitem(self, key)
 
@@ -342,6 +337,10 @@ class Tensor:
     # ----- SINGA's remaining Tensor methods ---------------------------------------------
     # Raw (not recorded) helpers SINGA's Tensor has; the in-place operators update the
     # buffer itself, so shallow copies made by copy() see the change, as in SINGA.
+    def T(self) -> Tensor:
+        """The transpose, all axes reversed (a method, as SINGA's ``t.T()``; differentiable)."""
+        return _autograd().transpose(self, None)
+
     def item(self) -> Any:
         """The single element as a Python number; raises for more than one element."""
         if self.data.size != 1:

@@ -237,3 +237,13 @@ def test_reset_like_floordiv_and_row_column_methods():
     np.testing.assert_allclose(m.to_numpy(), [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
     with pytest.raises(ValueError, match="2-d"):
         tensor.zeros((3,)).add_column(tensor.zeros((3,)))
+
+
+def test_T_is_a_method_giving_the_differentiable_transpose(monkeypatch):
+    monkeypatch.setattr(autograd, "training", True)
+    a = np.arange(6.0).reshape(2, 3)
+    x = Tensor(data=a, dtype=np.float64, requires_grad=True, stores_grad=True)
+    y = x.T()
+    np.testing.assert_array_equal(y.to_numpy(), a.T)
+    grads = dict(autograd.backward(autograd.sum(autograd.mul(y, y))))
+    np.testing.assert_allclose(grads[x].to_numpy(), 2 * a)
