@@ -30,6 +30,14 @@ def _import_cupy():
     return cupy
 
 
+class DeviceId(int):
+    """A device ordinal (-1 for the CPU) that is an int (``dev.id >= 0``) and can also be
+    called, as SINGA's ``dev.id()`` method."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+
 class Device:
     """A place for tensors: the CPU (numpy) or one CUDA GPU (cupy).
 
@@ -41,7 +49,7 @@ class Device:
 
     def __init__(self, xp: Any, id: int = -1, seed: int | None = None):
         self.xp = xp
-        self.id = id
+        self.id = DeviceId(id)
         self.recorder = None
         self.profiler = None
         self.verbosity = 0

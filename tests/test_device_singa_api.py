@@ -126,3 +126,9 @@ def test_gpu_listing_helpers_agree_with_the_gpu_count():
         assert 0 < free <= total
         assert "GPU 0" in device.device_query(0)
         assert device.create_cuda_gpus_on([0]) == [device.create_cuda_gpu()]
+
+
+def test_device_id_is_an_int_and_callable_as_singas_method():
+    dev = device.get_default_device()
+    assert dev.id == -1 and dev.id() == -1 and isinstance(dev.id(), int)
+    assert not dev.is_gpu and f"{dev.id}" == "-1"
