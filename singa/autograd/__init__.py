@@ -35,6 +35,7 @@ from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.pooling_nd import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.shape import *  # noqa: E402,F403
 

@@ -53,6 +53,19 @@ class ReLU(Operation):
     def backward(self, dy):
         return dy * (self.cache > 0)
 
+    def _forward_into_x(self, x):
+        array_module(x).maximum(x, 0, out=x)
+        if self.requires_grad:
+            self.cache = x
+        return x
+
+    def _backward_into_dy(self, dy):
+        dy *= self.cache > 0
+        return dy
+
+    forward_inplace = ((_forward_into_x, 0),)
+    backward_inplace = ((_backward_into_dy, 0),)
+
 
 class LeakyReLU(Operation):
     """y = x where x > 0, a * x elsewhere."""

@@ -131,6 +131,14 @@ class AddBias(Operation):
             db = db.reshape(self.cache)
         return (dy if self.needs_grad[0] else None), db
 
+    def _forward_into_x(self, x, b):
+        if self.requires_grad:
+            self.cache = b.shape
+        x += b.reshape(1, -1) if self.axis == 0 else b.reshape(-1, 1)
+        return x
+
+    forward_inplace = ((_forward_into_x, 0),)
+
 
 def add_bias(x: Tensor, b: Tensor, axis: int = 0) -> Tensor:
     """Add bias ``b`` to every row (axis=0; b of shape (C,) or (1, C)) or every column

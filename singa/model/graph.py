@@ -48,7 +48,6 @@ Limits of tracing (the same as any trace-based graph mode):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -186,16 +185,6 @@ def rebuild_outputs(tpl: Any, values: Sequence[Any]) -> Any:
     if tag == "D":
         return tpl[1]((k, rebuild_outputs(t, values)) for k, t in tpl[2].items())
     return tpl[1]
-
-
-def _donates(fn: Any) -> bool:
-    """Whether ``fn`` is an optimizer update that accepts a ``donate`` flag."""
-    from singa.opt.base import Optimizer
-
-    if not isinstance(fn, functools.partial):
-        return False
-    owner = getattr(fn.func, "__self__", None)
-    return isinstance(owner, Optimizer) and getattr(fn.func, "__name__", "") == "_apply"
 
 
 # ----- the graph ---------------------------------------------------------------------------
@@ -448,7 +437,7 @@ class Graph:
         """The name to call for node ``n``: an in-place form when an input it may write
         into is dead after it (reordering ``args`` if needed), else ``fname``."""
         once = [s for s in n.ins if s in dead and n.ins.count(s) == 1]
-        if n.fn is engine._add and len(n.ins) == 2:
+        if n.fn is engine.sum_gradients and len(n.ins) == 2:
             if n.ins[0] in once:
                 self.inplace_kernels += 1
                 return "_add_into"
@@ -457,7 +446,7 @@ class Graph:
                 self.inplace_kernels += 1
                 return "_add_into"
             return fname
-        if _donates(n.fn) and len(n.ins) == 2 and n.ins[1] in once:
+        if isinstance(n.fn, engine.DonatingUpdate) and len(n.ins) == 2 and n.ins[1] in once:
             ns[f"d{n.index}"] = _inplace.donating(n.fn)
             self.inplace_kernels += 1
             return f"d{n.index}"

@@ -41,6 +41,7 @@ from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
+from singa.autograd import buffers
 from singa.autograd.engine import no_grad
 from singa.layer.base import Layer
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
@@ -240,16 +241,10 @@ class Model(Layer):
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the
-    operators' buffer pool (:func:`singa.autograd._im2col.scratch`) had to grow to
+    operators' buffer pool (:func:`singa.autograd.buffers.scratch`) had to grow to
     cover all of them at once; forget those buffers (arrays in use stay valid) so
     replays start from a pool sized by their own needs, as eager steps do."""
-    try:
-        from singa.autograd import _im2col
-    except ImportError:  # pragma: no cover
-        return
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    buffers.clear_scratch()
 
 
 def _distinct_arrays(tensors: list) -> list:

@@ -223,7 +223,7 @@ def test_attributes_for_the_exporter():
         (autograd.max_pool_2d, (1, 1, 4, 4), (3, 1, (0, 0, 3, 0)), r"smaller than the kernel"),
         (autograd.max_pool_2d, (1, 1, 2, 5), (3,), r"max_pool_2d: output would be empty.*\(1, 1, 2, 5\)"),
         (autograd.avg_pool_2d, (1, 1, 4, 4), (0,), r"avg_pool_2d: kernel_size must be >= 1"),
-        (autograd.max_pool_2d, (1, 1, 4, 4), (2, (1, 2, 3)), r"max_pool_2d: stride must be an int or a pair"),
+        (autograd.max_pool_2d, (1, 1, 4, 4), (2, (1, 2, 3)), r"max_pool_2d: stride must be an int or 2 ints"),
     ],
 )
 def test_errors(fn, xs, args, match):
