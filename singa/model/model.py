@@ -68,7 +68,6 @@ class Model(Layer):
         self.graph_mode = False
         self.sequential = False
         self._graphs: OrderedDict = OrderedDict()
-        self._compiled = False
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -111,9 +110,7 @@ class Model(Layer):
         self.graph_mode = False
         try:
             with no_grad():
-                if not getattr(self, "_initialized", True):
-                    self.initialize(*inputs)
-                    self._initialized = True
+                self.ensure_initialized(*inputs)
                 self.forward(*inputs)
         finally:
             self.graph_mode, self.sequential = prev
@@ -121,7 +118,6 @@ class Model(Layer):
         for n, arr in before.items():
             if n in states:
                 states[n].data[...] = arr
-        self._compiled = True
         self.train(is_train)
         self.graph(use_graph, sequential)
 
@@ -149,9 +145,8 @@ class Model(Layer):
         ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
         nothing). In graph mode the call is traced or replayed."""
         training = self.training
-        if not training and not getattr(self, "_initialized", True):
-            self.initialize(*args, **kwargs)
-            self._initialized = True
+        if not training:
+            self.ensure_initialized(*args, **kwargs)
         fn = self.train_one_batch if training else self.forward
         prev = _ag.training
         _ag.training = training
