@@ -62,6 +62,18 @@ class LoadResult:
         return "; ".join(parts)
 
 
+def _check_types(where: str, own: dict[str, Tensor], given: Any) -> None:
+    """TypeError unless ``given`` maps string names to arrays (for the names in ``own``)."""
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{where}: expected a dict of name -> array, got a {type(given).__name__}")
+    bad_keys = [repr(k) for k in given if not isinstance(k, str)]
+    if bad_keys:
+        raise TypeError(f"{where}: names must be strings, got {', '.join(bad_keys)}")
+    bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
+    if bad:
+        raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
+
+
 def _is_array(v: Any) -> bool:
     """A Tensor, a numpy array or scalar, or a cupy array."""
     return isinstance(v, Tensor | np.ndarray | np.generic) or type(v).__module__.partition(".")[0] == "cupy"
@@ -187,14 +199,7 @@ class Layer:
         self, method: str, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool
     ) -> LoadResult:
         where = f"{type(self).__name__}.{method}"
-        if not isinstance(given, Mapping):
-            raise TypeError(f"{where}: expected a dict of name -> array, got a {type(given).__name__}")
-        bad_keys = [repr(k) for k in given if not isinstance(k, str)]
-        if bad_keys:
-            raise TypeError(f"{where}: names must be strings, got {', '.join(bad_keys)}")
-        bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
-        if bad:
-            raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
+        _check_types(where, own, given)
         result = LoadResult(
             missing=[n for n in own if n not in given],
             unexpected=[n for n in given if n not in own],
