@@ -5,7 +5,7 @@ public :mod:`singa.autograd.conv_geometry`, their buffer pool :mod:`singa.autogr
   produce NCHW arrays whose memory is laid out NHWC ("channels last"): a
   (N, C, H, W) array with strides (H*W*C, 1, W*C, C). The public API stays NCHW;
   the layout only makes the column matrices, col2im and pooling faster (see
-  ``bench/README.md``);
+  ``bench/README.md``, "Design measurements");
 - im2col / col2im with strided views (``as_strided`` + one copy), written against
   the array module ``xp`` so the same code runs on numpy and cupy;
 - :func:`split_batch`, which runs a batch-sliceable numpy loop on several threads

@@ -3,13 +3,11 @@
 All are numerically stable over the whole float range (no overflow for large |x|)
 and keep the input's floating dtype.
 
-``relu`` is on the hot path of every network. Measured on a (64, 32, 24, 24) float32
-array (numpy, 2 cores, median of 60 interleaved runs): forward ``np.maximum(x, 0)``
-0.55-0.63 ms vs ``x * (x > 0)`` 0.82-0.88 ms; forward + backward with the output kept
-for backward (``dy * (y > 0)``) 1.44-1.61 ms, with a bool mask 1.44-1.57 ms, with a
-float mask 1.22-1.49 ms. The float mask is at most ~10% faster in training but costs
-4 bytes per element more and makes relu(-inf) nan; keeping the output costs no extra
-memory (the next operator keeps it alive anyway) and is exact, so that is what ReLU does.
+``relu`` is on the hot path of every network: forward is ``np.maximum(x, 0)`` and
+backward keeps the output (``dy * (y > 0)``): no extra memory (the next operator keeps
+the output alive anyway) and exact, where a float mask would be barely faster, cost 4
+bytes per element more and make relu(-inf) nan (the measurements: ``bench/README.md``,
+"Design measurements").
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Forward is a matrix product: the input windows are copied into a column matrix
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
 whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling,
 BatchNorm and elementwise operators keep that layout, which makes col2im and pooling
-much faster (see /work/shared/perf-notes.md, note 2). An ungrouped pixel-major
+much faster (``bench/README.md``, "Design measurements"). An ungrouped pixel-major
 convolution makes and multiplies its columns a few samples at a time (about
 ``_CHUNK_BYTES`` each), so the copy and the product meet in the cache and only the
 padded input is kept for backward (not the kh*kw times larger columns).
@@ -23,8 +23,8 @@ no gradient, e.g. the first layer) is, for stride 1, a convolution of the padded
 with the flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product
 per kernel offset, (N*OH*OW, O) @ (O, C), added into the padded NHWC gradient by
 contiguous blocks (col2im). Large arrays come from the buffer pool of
-:mod:`singa.autograd._im2col` (copies can optionally be split across threads along
-the batch: :func:`singa.autograd._im2col.split_batch`).
+:mod:`singa.autograd.buffers` (copies can optionally be split across threads along
+the batch: ``_im2col.split_batch``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ _ONES: dict = {}
 def ones_vector(like: Any, n: int) -> Any:
     """A cached read-only-by-convention vector of ``n`` ones with ``like``'s dtype and device.
 
-    ``ones @ dy`` sums the rows of ``dy`` through BLAS, 2-30x faster than ``dy.sum(0)``
+    ``ones @ dy`` sums the rows of ``dy`` through BLAS, much faster than ``dy.sum(0)``
     on tall arrays. Callers must never write into the returned array.
     """
     dev = getattr(getattr(like, "device", None), "id", -1)

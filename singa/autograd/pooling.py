@@ -2,8 +2,8 @@
 N-D and dilated pooling and max-pooling indices: :mod:`singa.autograd.pooling_nd`.
 
 Windows are handled as kh*kw strided views of the (padded) input, combined with
-``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing,
-see /work/shared/perf-notes.md). Outputs keep the input's memory layout (NCHW or
+``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing:
+``bench/README.md``, "Design measurements"). Outputs keep the input's memory layout (NCHW or
 NHWC in memory; the API is NCHW either way).
 
 Output size (PyTorch/ONNX): OH = floor((H + top + bottom - kh) / sh) + 1, or with
