@@ -208,12 +208,3 @@ def split_batch(xp: Any, fn: Callable[[int, int], None], n: int, work: int) -> N
     finally:
         for f in futures:
             f.result()
-
-
-def same_pads(mode: str, sizes: Any, kernel: Any, stride: Any, dilation: Any) -> tuple[list, list]:
-    """(begins, ends) of :func:`singa.autograd.conv_geometry.same_pads` (kept for the
-    ONNX importer until it uses the public module)."""
-    from singa.autograd import conv_geometry
-
-    flat = conv_geometry.same_pads(mode, sizes, kernel, stride, dilation)
-    return list(flat[: len(sizes)]), list(flat[len(sizes) :])

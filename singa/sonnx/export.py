@@ -332,14 +332,14 @@ def to_onnx(
         fn: Callable = recorded_graph.replay
     elif isinstance(outputs, Layer):
         model = outputs
-        if not getattr(model, "_initialized", True):  # create the parameters outside the traces
+        if not model.initialized:  # create the parameters outside the traces
             trace.trace(lambda *xs: _run_layer(model, xs), inputs, model)
         fn: Callable = lambda *xs: _run_layer(model, xs)  # noqa: E731
     elif callable(outputs):
         if model is not None and not isinstance(model, Layer):
             raise TypeError(f"ONNX export: model must be a Layer/Model, got {type(model).__name__}")
         fn = outputs
-        if model is not None and not getattr(model, "_initialized", True):
+        if model is not None and not model.initialized:
             trace.trace(fn, inputs, model)
     else:
         raise TypeError(
@@ -365,10 +365,7 @@ def to_onnx(
 
 def _run_layer(layer: Any, xs: Sequence[Tensor]) -> Any:
     """Call a layer's forward directly (bypassing graph replay), initializing it first."""
-    from singa.layer.base import Layer
-
-    if not getattr(layer, "_initialized", True):
-        return Layer.__call__(layer, *xs)
+    layer.ensure_initialized(*xs)
     return layer.forward(*xs)
 
 
