@@ -36,6 +36,7 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
