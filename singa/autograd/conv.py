@@ -50,7 +50,7 @@ _KMAJOR_MAX_C = 4
 _CHUNK_BYTES = 8 << 20
 
 
-class Convolution2D(Operation):
+class Conv2d(Operation):
     """y = conv2d(x, W) + b on NCHW arrays (cross-correlation, as in every framework).
 
     Attributes (read by graph replay and the ONNX exporter):
@@ -357,7 +357,7 @@ def conv2d(
             f"conv2d: output would be empty for x of shape {x.shape}, W of shape {W.shape}, "
             f"stride={stride_}, pads={pads}, dilation={dilation_} (output {n}x{o}x{oh}x{ow})"
         )
-    op = Convolution2D((kh, kw), stride_, pads, dilation_, groups, bias=b is not None)
+    op = Conv2d((kh, kw), stride_, pads, dilation_, groups, bias=b is not None)
     if b is None:
         return op(x, W)[0]
     return op(x, W, b)[0]

@@ -91,7 +91,7 @@ class _Pooling(Operation):
         return dxp[:, :, t : t + h, l : l + w]
 
 
-class MaxPooling2D(_Pooling):
+class MaxPool2d(_Pooling):
     """y = max over each window; padded cells never win.
 
     The gradient of each output goes to one cell of its window: the first maximum in
@@ -161,7 +161,7 @@ class MaxPooling2D(_Pooling):
         return self._from4(self._crop(dxp, h, w))
 
 
-class AveragePooling2D(_Pooling):
+class AvgPool2d(_Pooling):
     """y = mean over each window.
 
     ``count_include_pad``: divide by the window size including padded cells (but,
@@ -248,7 +248,7 @@ class AveragePooling2D(_Pooling):
         return self._from4(self._crop(dxp, h, w))
 
 
-class GlobalAveragePool(Operation):
+class GlobalAvgPool(Operation):
     """y = mean over the spatial axes, keeping them as size 1: (N, C, H, W) -> (N, C, 1, 1)."""
 
     def forward(self, x):
@@ -297,7 +297,7 @@ def max_pool_2d(
     Ties: the gradient goes to the first maximum of the window in row-major order.
     """
     k, s, p = _pool_args("max_pool_2d", x, kernel_size, stride, padding, ceil_mode)
-    return MaxPooling2D(k, s, p, ceil_mode)(x)[0]
+    return MaxPool2d(k, s, p, ceil_mode)(x)[0]
 
 
 def avg_pool_2d(
@@ -315,14 +315,14 @@ def avg_pool_2d(
     ``ceil_mode`` the cells beyond the padding are never counted (as PyTorch).
     """
     k, s, p = _pool_args("avg_pool_2d", x, kernel_size, stride, padding, ceil_mode)
-    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad)(x)[0]
+    return AvgPool2d(k, s, p, ceil_mode, count_include_pad)(x)[0]
 
 
 def global_avg_pool(x: Tensor) -> Tensor:
     """Mean over H and W of NCHW ``x``: (N, C, H, W) -> (N, C, 1, 1) (ONNX GlobalAveragePool)."""
     if x.ndim() != 4 or x.shape[2] * x.shape[3] == 0:
         raise ValueError(f"global_avg_pool: x must be (N, C, H, W) with H, W > 0, got shape {x.shape}")
-    return GlobalAveragePool()(x)[0]
+    return GlobalAvgPool()(x)[0]
 
 
 def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
@@ -342,7 +342,7 @@ def max_pool_1d(
     """Max pooling of (N, C, L) ``x`` over windows of ``kernel_size``; ``padding`` is
     an int or (begin, end). See :func:`max_pool_2d`."""
     k, s, p = _pool1d_args("max_pool_1d", x, kernel_size, stride, padding, ceil_mode)
-    return MaxPooling2D(k, s, p, ceil_mode, spatial_dims=1)(x)[0]
+    return MaxPool2d(k, s, p, ceil_mode, spatial_dims=1)(x)[0]
 
 
 def avg_pool_1d(
@@ -355,4 +355,4 @@ def avg_pool_1d(
 ) -> Tensor:
     """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
     k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)
-    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]
+    return AvgPool2d(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]

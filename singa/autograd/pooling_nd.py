@@ -30,7 +30,7 @@ __all__ = ["max_pool_nd", "avg_pool_nd", "max_pool_3d", "avg_pool_3d"]
 
 
 class _PoolingND(Operation):
-    """Shared geometry of :class:`MaxPoolingND` and :class:`AveragePoolingND`.
+    """Shared geometry of :class:`MaxPoolNd` and :class:`AvgPoolNd`.
 
     Attributes (read by graph replay and the ONNX exporter), one entry per spatial axis:
         kernel_size, stride, dilation: tuples of ints.
@@ -104,7 +104,7 @@ class _PoolingND(Operation):
         return (pos >= lo) & (pos < hi)
 
 
-class MaxPoolingND(_PoolingND):
+class MaxPoolNd(_PoolingND):
     """y = max over each window; padded cells never win. With ``return_indices`` a
     second int64 output holds, for each output cell, the flat index of the cell that
     won in the whole input (ONNX MaxPool ``Indices``: the index over
@@ -194,7 +194,7 @@ class MaxPoolingND(_PoolingND):
         return self._crop(dxp, xshape[2:])
 
 
-class AveragePoolingND(_PoolingND):
+class AvgPoolNd(_PoolingND):
     """y = mean over each window (zero padding).
 
     ``count_include_pad``: divide by the number of window cells inside the input plus
@@ -331,7 +331,7 @@ def max_pool_nd(
         if nd == 1:
             return pooling.max_pool_1d(x, k[0], s[0], p, ceil_mode)
         return pooling.max_pool_2d(x, k, s, p, ceil_mode)
-    op = MaxPoolingND(k, s, p, d, ceil_mode, return_indices, storage_order)
+    op = MaxPoolNd(k, s, p, d, ceil_mode, return_indices, storage_order)
     ys = op(x)
     return (ys[0], ys[1]) if return_indices else ys[0]
 
@@ -358,7 +358,7 @@ def avg_pool_nd(
         if nd == 1:
             return pooling.avg_pool_1d(x, k[0], s[0], p, ceil_mode, count_include_pad)
         return pooling.avg_pool_2d(x, k, s, p, ceil_mode, count_include_pad)
-    return AveragePoolingND(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
+    return AvgPoolNd(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
 
 
 def max_pool_3d(
@@ -371,7 +371,7 @@ def max_pool_3d(
 ) -> Tensor:
     """Max pooling of (N, C, D, H, W) ``x``; see :func:`max_pool_nd`."""
     k, s, p, d = _nd_args("max_pool_3d", x, kernel_size, stride, padding, dilation, ceil_mode, 3)
-    return MaxPoolingND(k, s, p, d, ceil_mode)(x)[0]
+    return MaxPoolNd(k, s, p, d, ceil_mode)(x)[0]
 
 
 def avg_pool_3d(
@@ -385,4 +385,4 @@ def avg_pool_3d(
 ) -> Tensor:
     """Average pooling of (N, C, D, H, W) ``x``; see :func:`avg_pool_nd`."""
     k, s, p, d = _nd_args("avg_pool_3d", x, kernel_size, stride, padding, dilation, ceil_mode, 3)
-    return AveragePoolingND(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
+    return AvgPoolNd(k, s, p, d, ceil_mode, count_include_pad)(x)[0]

@@ -172,7 +172,7 @@ def transpose(x: Tensor, shape: Sequence[int] | None = None) -> Tensor:
 
 
 # ----- cat and split -----------------------------------------------------------------------
-class Concat(Operation):
+class Cat(Operation):
     """y = the inputs joined along ``axis``."""
 
     def __init__(self, axis: int = 0):
@@ -207,7 +207,7 @@ def cat(xs: Sequence[Tensor], axis: int = 0) -> Tensor:
         ok = all(s[:ax] + s[ax + 1 :] == shapes[0][:ax] + shapes[0][ax + 1 :] for s in shapes)
     if not ok:
         raise ValueError(f"cat: shapes {shapes} cannot be joined along axis {axis}")
-    return Concat(ax)(*xs)[0]
+    return Cat(ax)(*xs)[0]
 
 
 class Split(Operation):

@@ -9,7 +9,7 @@ import pytest
 from singa import autograd
 from singa.autograd import _im2col as im
 from singa.autograd import buffers
-from singa.autograd.conv import Convolution2D
+from singa.autograd.conv import Conv2d
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -170,7 +170,7 @@ def test_attributes_for_the_exporter():
     x, w, b = make(CONFIGS[5], rng)
     y = autograd.conv2d(T(x), T(w), None, stride=(2, 1), padding=(2, 1, 1, 0), dilation=2, groups=1)
     op = y.creator
-    assert isinstance(op, Convolution2D)
+    assert isinstance(op, Conv2d)
     assert op.stride == (2, 1) and op.pads == (2, 1, 1, 0) and op.dilation == (2, 2)
     assert op.groups == 1 and op.kernel_size == (3, 2) and op.bias is False
     y = autograd.conv2d(T(x), T(w), T(np.zeros(4)), padding=(1, 2))

@@ -239,7 +239,7 @@ def handle_transpose(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.transpose(xs[0], None if perm is None else list(perm))
 
 
-@builds(sh.Concat)
+@builds(sh.Cat)
 def handle_concat(ctx: NodeContext, xs: list) -> Tensor:
     """Concat(axis) (empty inputs are left out)."""
     parts = [x for x in xs if x is not None]
@@ -288,7 +288,7 @@ def handle_unsqueeze(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.unsqueeze(xs[0], _axes(ctx, xs, 1, 13))
 
 
-@builds(sh.Pad, sh.Slice, sh.Concat)
+@builds(sh.Pad, sh.Slice, sh.Cat)
 def handle_pad(ctx: NodeContext, xs: list) -> Tensor:
     """Pad in modes constant, reflect and edge (optional constant_value and axes)."""
     x = xs[0]
@@ -404,7 +404,7 @@ EXPORT = {
     sh.Reshape: convert_reshape,
     sh.Flatten: convert_flatten,
     sh.Transpose: convert_transpose,
-    sh.Concat: convert_concat,
+    sh.Cat: convert_concat,
     sh.Split: convert_split,
     sh.Slice: convert_slice,
     sh.Squeeze: convert_squeeze,
