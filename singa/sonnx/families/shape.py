@@ -210,61 +210,78 @@ def convert_where(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, 
 def convert_getitem(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """Basic indexing as Slice + Squeeze (int indices) + Unsqueeze (None); one integer
     array on one axis (the others whole) as Gather."""
-    key = list(op.key)
-    shape = xs[0].shape
-    r = len(shape)
     if op.basic:
-        n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-        if Ellipsis in key:
-            i = key.index(Ellipsis)
-            key[i : i + 1] = [builtins.slice(None)] * (r - n_real)
-        key += [builtins.slice(None)] * (r - builtins.sum(1 for k in key if k is not None))
-        entries, squeeze, new_axes = [], [], []
-        axis = out_axis = 0
-        for k in key:
-            if k is None:
-                new_axes.append(out_axis)
-                out_axis += 1
-                continue
-            if isinstance(k, builtins.slice):
-                st = 1 if k.step is None else int(k.step)
-                if st > 0:
-                    s = 0 if k.start is None else int(k.start)
-                    e = _I64_MAX if k.stop is None else int(k.stop)
-                else:
-                    s = _I64_MAX if k.start is None else int(k.start)
-                    e = _I64_MIN if k.stop is None else int(k.stop)
-                if not (s == 0 and e >= shape[axis] and st == 1):
-                    entries.append((axis, s, e, st))
-                out_axis += 1
-            else:
-                i = int(k)
-                entries.append((axis, i, i + 1 if i != -1 else _I64_MAX, 1))
-                squeeze.append(axis)
-            axis += 1
-        last = not squeeze and not new_axes
-        y = _slice_node(ctx, ins[0], entries, outs[0] if last else None)
-        if squeeze:
-            extra, attrs = ctx.axes_arg("Squeeze", squeeze, since=13)
-            y = ctx.node("Squeeze", [y] + extra, outs if not new_axes else 1, **attrs)[0]
-        if new_axes:
-            extra, attrs = ctx.axes_arg("Unsqueeze", new_axes, since=13)
-            ctx.node("Unsqueeze", [y] + extra, outs, **attrs)
-        return
+        _basic_index(ctx, _full_key(list(op.key), xs[0].ndim), xs[0].shape, ins[0], outs)
+    elif not _gather_index(ctx, list(op.key), ins[0], outs):
+        raise ctx.error(
+            op,
+            f"indexing with key {op.key!r} has no ONNX equivalent here (only basic indexing "
+            "and one integer array on one axis are exported)",
+        )
+
+
+def _full_key(key: list, r: int) -> list:
+    """A basic key with its Ellipsis expanded and a whole slice for every axis it omits."""
+    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key[i : i + 1] = [builtins.slice(None)] * (r - n_real)
+    return key + [builtins.slice(None)] * (r - builtins.sum(1 for k in key if k is not None))
+
+
+def _slice_entry(k: builtins.slice, axis: int, size: int) -> tuple | None:
+    """The (axis, start, end, step) Slice entry of a slice key; None when it is whole."""
+    st = 1 if k.step is None else int(k.step)
+    if st > 0:
+        s = 0 if k.start is None else int(k.start)
+        e = _I64_MAX if k.stop is None else int(k.stop)
+    else:
+        s = _I64_MAX if k.start is None else int(k.start)
+        e = _I64_MIN if k.stop is None else int(k.stop)
+    return None if (s == 0 and e >= size and st == 1) else (axis, s, e, st)
+
+
+def _basic_index(ctx: ExportContext, key: list, shape: tuple, x: str, outs: list) -> None:
+    """Slice, then Squeeze the integer-indexed axes, then Unsqueeze the new (None) axes."""
+    entries, squeeze, new_axes = [], [], []
+    axis = out_axis = 0
+    for k in key:
+        if k is None:
+            new_axes.append(out_axis)
+            out_axis += 1
+            continue
+        if isinstance(k, builtins.slice):
+            entry = _slice_entry(k, axis, shape[axis])
+            entries += [entry] if entry is not None else []
+            out_axis += 1
+        else:
+            i = int(k)
+            entries.append((axis, i, i + 1 if i != -1 else _I64_MAX, 1))
+            squeeze.append(axis)
+        axis += 1
+    last = not squeeze and not new_axes
+    y = _slice_node(ctx, x, entries, outs[0] if last else None)
+    if squeeze:
+        extra, attrs = ctx.axes_arg("Squeeze", squeeze, since=13)
+        y = ctx.node("Squeeze", [y] + extra, outs if not new_axes else 1, **attrs)[0]
+    if new_axes:
+        extra, attrs = ctx.axes_arg("Unsqueeze", new_axes, since=13)
+        ctx.node("Unsqueeze", [y] + extra, outs, **attrs)
+
+
+def _gather_index(ctx: ExportContext, key: list, x: str, outs: list) -> bool:
+    """One integer array on one axis (the others whole) as Gather; False for any other key."""
     arrays = [
         (i, k) for i, k in enumerate(key) if not (isinstance(k, builtins.slice) and k == builtins.slice(None))
     ]
-    if len(arrays) == 1 and not any(k is Ellipsis or k is None for k in key):
-        i, k = arrays[0]
-        k = np.asarray(k.get() if hasattr(k, "get") else k)
-        if k.dtype.kind in "iu":
-            ctx.node("Gather", [ins[0], ctx.const(k.astype(np.int64), hint="indices")], outs, axis=i)
-            return
-    raise ctx.error(
-        op,
-        f"indexing with key {op.key!r} has no ONNX equivalent here (only basic indexing "
-        "and one integer array on one axis are exported)",
-    )
+    if len(arrays) != 1 or any(k is Ellipsis or k is None for k in key):
+        return False
+    i, k = arrays[0]
+    k = np.asarray(k.get() if hasattr(k, "get") else k)
+    if k.dtype.kind not in "iu":
+        return False
+    ctx.node("Gather", [x, ctx.const(k.astype(np.int64), hint="indices")], outs, axis=i)
+    return True
 
 
 # ----- import --------------------------------------------------------------------------------
