@@ -191,11 +191,9 @@ class OnnxGraph:
         if stop is not None:
             nodes = list(nodes)[: stop + 1]
         for ctx, fn in nodes:
-            out = ctx.node.output[0] if ctx.node.output else ""
-            if ctx.op_type == "Constant" and out in self.state_constants and out in params:
-                continue  # a state of the model (see state_constants)
-            ctx.states = states
-            _run_node(ctx, fn, env)
+            if not self._is_state_constant(ctx, params):
+                ctx.states = states
+                self._run_node(ctx, fn, env)
         unknown = [n for n in extra if n not in env]
         if unknown:
             where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
@@ -204,8 +202,7 @@ class OnnxGraph:
         return [env[n] for n in list(outs) + list(extra)]
 
     def _environment(self, feeds: Mapping[str, Tensor], params: Mapping[str, Tensor]) -> dict[str, Any]:
-        """The values before the first node: initializers (the model's states where
-        ``params`` has them, else constants), states of Constant nodes, and the inputs."""
+        """The values known before any node runs: inputs, initializers, states."""
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"ONNX run: no value given for graph input(s) {missing}")
@@ -217,6 +214,26 @@ class OnnxGraph:
                 env[name] = params[name]
         env.update(feeds)
         return env
+
+    def _is_state_constant(self, ctx: NodeContext, params: Mapping[str, Tensor]) -> bool:
+        """A Constant node whose value is a state of the model (see state_constants)."""
+        out = ctx.node.output[0] if ctx.node.output else ""
+        return ctx.op_type == "Constant" and out in self.state_constants and out in params
+
+    @staticmethod
+    def _run_node(ctx: NodeContext, fn: Handler, env: dict[str, Any]) -> None:
+        """Evaluate one node, reading its inputs from ``env`` and writing its outputs."""
+        xs = []
+        for n in ctx.node.input:
+            if n not in env:
+                raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
+            xs.append(env[n])
+        ys = fn(ctx, xs)
+        if isinstance(ys, Tensor):
+            ys = (ys,)
+        for n, y in zip(ctx.node.output, ys):
+            if n:
+                env[n] = y
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp
@@ -341,18 +358,3 @@ class SingaBackend(Backend):
 run_model = SingaBackend.run_model
 run_node = SingaBackend.run_node
 supports_device = SingaBackend.supports_device
-
-
-def _run_node(ctx: Any, fn: Any, env: dict[str, Any]) -> None:
-    """Run one node's handler on its inputs from ``env`` and store its outputs there."""
-    xs = []
-    for n in ctx.node.input:
-        if n not in env:
-            raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
-        xs.append(env[n])
-    ys = fn(ctx, xs)
-    if isinstance(ys, Tensor):
-        ys = (ys,)
-    for n, y in zip(ctx.node.output, ys):
-        if n:
-            env[n] = y

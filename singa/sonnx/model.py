@@ -179,11 +179,6 @@ class SONNXModel(Model):
         self.optimizer(loss)
         return out, loss
 
-    def initializer_values(self) -> dict[str, np.ndarray]:
-        """The current values by ONNX initializer name (e.g. to write a fine-tuned model
-        back into the ONNX file); buffers from Constant nodes by their output name."""
-        return {self.onnx_names[k]: t.to_numpy() for k, t in {**self.params, **self.buffers}.items()}
-
     def __repr__(self) -> str:
         return (
             f"SONNXModel(inputs={self.input_names}, outputs={self.output_names}, params={len(self.params)})"
