@@ -18,7 +18,12 @@ Example::
 
 training = False
 
+#: the active precision policy (see :mod:`singa.model.precision`); while it is set,
+#: every operator call goes through ``autocast.call(op, inputs)``
+autocast = None
+
 from singa.autograd.activation import *  # noqa: E402,F403
+from singa.autograd.cast import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403

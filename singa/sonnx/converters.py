@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from singa.sonnx import (
     export_activation,
+    export_cast,
     export_elementwise,
     export_linalg,
     export_loss,
@@ -15,7 +16,15 @@ from singa.sonnx import (
 )
 
 CONVERTERS: dict = {}
-for _family in (export_elementwise, export_linalg, export_activation, export_shape, export_nn, export_loss):
+for _family in (
+    export_elementwise,
+    export_linalg,
+    export_activation,
+    export_shape,
+    export_nn,
+    export_loss,
+    export_cast,
+):
     CONVERTERS.update(_family.CONVERTERS)
 
 
