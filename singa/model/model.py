@@ -250,11 +250,12 @@ class Model(Layer):
         self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True, dtype: Any = None
     ) -> Any:
         """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`).
-        ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic (a
-        mixed-precision model exports in float32 by default)."""
+        ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic; by
+        default a model exports in float32 whatever its precision."""
         from singa import sonnx
 
-        if dtype is not None:
+        if dtype is not None or self.precision == "float16":
+            dtype = "float32" if dtype is None else dtype
             return _precision.export_onnx(self, path, inputs, dtype, opset=opset, dynamic_batch=dynamic_batch)
         return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
 

@@ -172,6 +172,7 @@ class Autocast:
     def __init__(self, policy: Policy, params: list[Tensor] = ()):
         self.policy = policy
         self.masters: dict[Tensor, Any] = {}
+        self._float32_params: dict[Tensor, Tensor] = {}
         self._cast_params(list(params))
 
     def _cast_params(self, params: list[Tensor]) -> None:
@@ -196,6 +197,7 @@ class Autocast:
         for p, master in self.masters.items():
             p.data = master
         self.masters.clear()
+        self._float32_params.clear()
 
     def cast_input(self, x: Any) -> Any:
         """A float32 Tensor argument as a compute-dtype Tensor (differentiable)."""
@@ -215,14 +217,23 @@ class Autocast:
             return self._in_float32(op, xs, None, False)
         return op.apply_to(xs)
 
-    @staticmethod
-    def _in_float32(op: Any, xs: tuple, which: tuple | None, keep: bool) -> tuple:
+    def _up(self, x: Tensor) -> Tensor:
+        """``x`` cast to float32; the float32 copy of a cast master weight is made
+        once and shared by all its uses (until :meth:`restore_masters`)."""
+        if x not in self.masters:
+            return Cast(np.float32).apply_to((x,))[0]
+        up = self._float32_params.get(x)
+        if up is None:
+            up = self._float32_params[x] = Cast(np.float32).apply_to((x,))[0]
+        return up
+
+    def _in_float32(self, op: Any, xs: tuple, which: tuple | None, keep: bool) -> tuple:
         low = None
         ins = list(xs)
         for i, x in enumerate(xs):
             if (which is None or i in which) and _low(x.dtype):
                 low = x.dtype
-                ins[i] = Cast(np.float32).apply_to((x,))[0]
+                ins[i] = self._up(x)
         if low is None:
             return op.apply_to(xs)
         ys = op.apply_to(tuple(ins))

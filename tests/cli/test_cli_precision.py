@@ -33,3 +33,15 @@ def test_float16_run_stores_float16_parameters(run, tmp_path):
 def test_unknown_precision_is_a_usage_error(run):
     r = run(*TINY, "--precision", "bfloat16")
     assert r.exit_code == 2 and "bfloat16" in r.stderr
+
+
+def test_evaluate_and_export_a_float16_checkpoint(run, tmp_path):
+    r = run(*TINY, "--epochs", "1", "--precision", "float16", "--max-steps", "2", "--checkpoint", "h.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    r = run("evaluate", "h.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    r = run("export", "h.zip", "--onnx", "h.onnx")
+    assert r.exit_code == 0, r.output + r.stderr
+    import onnx
+
+    assert {i.data_type for i in onnx.load(str(tmp_path / "h.onnx")).graph.initializer} == {1}  # float32

@@ -136,6 +136,25 @@ def test_one_cast_per_parameter_per_step_whatever_the_uses():
     assert casts
 
 
+def test_products_share_one_float32_copy_of_a_parameter_on_the_cpu(monkeypatch):
+    m, tx, ty = build()
+    x, y = batches(1)[0]
+    tx.copy_from_numpy(x)
+    ty.copy_from_numpy(y)
+    ups = []
+    real = precision.Autocast._up
+
+    def counting(self, t):
+        out = real(self, t)
+        ups.append((t, out))
+        return out
+
+    monkeypatch.setattr(precision.Autocast, "_up", counting)
+    m(tx, ty)
+    shared = [out for t, out in ups if t is m.shared.W]
+    assert len(shared) == 2 and shared[0] is shared[1]  # used twice, copied once
+
+
 def _namespace(graph):
     return graph._fn.__globals__
 
