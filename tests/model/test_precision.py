@@ -427,3 +427,36 @@ def test_onnx_export_of_a_mixed_model_agrees_with_onnxruntime(tmp_path, dtype):
     assert got.dtype == want
     np.testing.assert_allclose(got.astype(np.float32), ours, rtol=2e-2, atol=2e-2)
     assert all(t.dtype == np.float32 for t in m.get_states().values())  # the model is as it was
+
+
+class Scale(model.Model):
+    """loss = mean(w * x), so d loss / d w_i = x_i / 4 (constant)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = Tensor(data=np.ones((4,), np.float32), requires_grad=True, stores_grad=True)
+
+    def forward(self, x):
+        return autograd.mul(self.w, x)
+
+    def train_one_batch(self, x):
+        loss = autograd.reduce_mean(self.forward(x))
+        self.optimizer(loss)
+        return loss
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_updates_below_a_float16_ulp_are_lost_in_float16_and_kept_by_mixed(graph):
+    """lr * grad = 1e-5 is below half a float16 ulp of 1.0 (4.9e-4): pure float16
+    never moves w, the float32 master of mixed moves by 100 * 1e-5."""
+    result = {}
+    for prec in ("float16", "mixed"):
+        m = Scale()
+        m.set_optimizer(opt.SGD(0.1))
+        tx = Tensor(data=np.full((4,), 4e-4, np.float32), requires_grad=False)
+        m.compile([tx], use_graph=graph, precision=prec)
+        for _ in range(100):
+            m(tx)
+        result[prec] = m.w.to_numpy().astype(np.float64)
+    assert np.all(result["float16"] == 1.0)
+    np.testing.assert_allclose(result["mixed"], 1.0 - 100 * 0.1 * 1e-4, rtol=1e-5)
