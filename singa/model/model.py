@@ -252,12 +252,12 @@ class Model(Layer):
         """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`).
         ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic; by
         default a model exports in float32 whatever its precision."""
-        from singa import sonnx
+        from singa.sonnx import export as onnx_export
 
         if dtype is not None or self.precision == "float16":
             dtype = "float32" if dtype is None else dtype
             return _precision.export_onnx(self, path, inputs, dtype, opset=opset, dynamic_batch=dynamic_batch)
-        return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
 
 
 def _release_trace_buffers() -> None:

@@ -48,7 +48,7 @@ import numpy as np
 
 import singa.autograd as _ag
 from singa.autograd import activation, conv, conv_transpose, linalg, loss, normalization, pooling, reduction
-from singa.autograd.cast import Cast
+from singa.autograd.elementwise import Cast
 from singa.layer import norm as _norm_layers
 from singa.tensor import Tensor
 
@@ -348,7 +348,7 @@ def export_onnx(model: Any, path: Any, inputs: Any, dtype: Any = np.float32, **k
     and arithmetic (:func:`singa.sonnx.export_model` does the work; ``kwargs`` go to
     it). A mixed model's master weights are float32, so its float32 export is exact;
     the float16 export rounds them. The model is left as it was."""
-    from singa import sonnx
+    from singa.sonnx import export as onnx_export
 
     to = np.dtype(dtype)
     if to not in (np.dtype(np.float32), np.dtype(np.float16)):
@@ -361,7 +361,7 @@ def export_onnx(model: Any, path: Any, inputs: Any, dtype: Any = np.float32, **k
             if t.dtype != to:
                 t.data = t.data.astype(to)
         xs = [_as_dtype(x, to) for x in xs]
-        return sonnx.export_model(model, path, xs, **kwargs)
+        return onnx_export.export_model(model, path, xs, **kwargs)
     finally:
         for t, a in zip(states, saved):
             t.data = a
