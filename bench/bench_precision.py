@@ -114,11 +114,9 @@ def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
 
 def peak_memory(make: Callable[[], Step], warmup: int = 2, steps: int = 2) -> tuple[float, float]:
     """(step peak, total peak) in MiB of a steady-state step (see the module docstring)."""
-    from singa.autograd import _im2col
+    from singa.autograd.buffers import clear_scratch
 
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    clear_scratch()
     gc.collect()
     tracemalloc.start()
     try:

@@ -82,7 +82,7 @@ FLOAT32_OPERATIONS: dict[type, tuple[int, ...] | None] = {
     normalization.LayerNorm: None,
     reduction.ReduceSum: None,
     reduction.ReduceMean: None,
-    pooling.GlobalAveragePool: None,
+    pooling.GlobalAvgPool: None,
 }
 
 #: float32 operators whose float32 result is kept (the loss); the others return their
@@ -97,7 +97,7 @@ FLOAT32_ACCUMULATE: frozenset = frozenset(
     {
         linalg.MatMul,
         linalg.Gemm,
-        conv.Convolution2D,
+        conv.Conv2d,
         conv_transpose.ConvTranspose2d,
         conv_transpose.ConvTranspose3d,
     }
