@@ -250,10 +250,12 @@ class Model(Layer):
         default a model exports in float32 whatever its precision."""
         from singa.sonnx import export as onnx_export
 
-        if dtype is not None or self.precision == "float16":
-            dtype = "float32" if dtype is None else dtype
-            return _precision.export_onnx(self, path, inputs, dtype, opset=opset, dynamic_batch=dynamic_batch)
-        return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        if dtype is None and self.precision != "float16":
+            return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        dtype = "float32" if dtype is None else dtype
+        with _precision.states_as(self, dtype):
+            xs = _precision.inputs_as(inputs, dtype)
+            return onnx_export.export_model(self, path, xs, opset=opset, dynamic_batch=dynamic_batch)
 
 
 def _release_trace_buffers() -> None:

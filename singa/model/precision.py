@@ -50,6 +50,7 @@ import singa.autograd as _ag
 from singa.autograd import activation, conv, conv_transpose, linalg, loss, normalization, pooling, reduction
 from singa.autograd.elementwise import Cast
 from singa.layer import norm as _norm_layers
+from singa.opt.scaler import LossScaler
 from singa.tensor import Tensor
 
 __all__ = [
@@ -308,8 +309,6 @@ def attach_scaler(model: Any, optimizer: Any) -> None:
     ("float32" is also SINGA's form, where the inputs' dtype decides)."""
     if optimizer is None:
         return
-    from singa.opt.scaler import LossScaler
-
     policy = get_policy(model.precision)
     want = np.dtype(getattr(optimizer, "dtype", None) or policy.param_dtype)
     if policy.casts and want != policy.param_dtype:
@@ -343,31 +342,33 @@ def set_precision(model: Any, precision: str | Policy) -> None:
 
 
 # ----- ONNX -------------------------------------------------------------------------------------
-def export_onnx(model: Any, path: Any, inputs: Any, dtype: Any = np.float32, **kwargs: Any) -> Any:
-    """Export ``model`` to ONNX with float32 (default) or float16 initializers, inputs
-    and arithmetic (:func:`singa.sonnx.export_model` does the work; ``kwargs`` go to
-    it). A mixed model's master weights are float32, so its float32 export is exact;
-    the float16 export rounds them. The model is left as it was."""
-    from singa.sonnx import export as onnx_export
-
+@contextlib.contextmanager
+def states_as(model: Any, dtype: Any) -> Iterator[None]:
+    """Within the block the model's floating states (parameters and buffers) hold
+    ``dtype`` copies (float32 or float16); the original arrays are put back on exit.
+    ``Model.export_onnx(..., dtype=...)`` exports under it."""
     to = np.dtype(dtype)
     if to not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise ValueError(f"export_onnx: dtype must be float32 or float16, got {to}")
-    xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     states = [t for t in model.get_states().values() if t.dtype.kind == "f"]
     saved = [t.data for t in states]
     try:
         for t in states:
             if t.dtype != to:
                 t.data = t.data.astype(to)
-        xs = [_as_dtype(x, to) for x in xs]
-        return onnx_export.export_model(model, path, xs, **kwargs)
+        yield
     finally:
         for t, a in zip(states, saved):
             t.data = a
 
 
-def _as_dtype(x: Any, to: np.dtype) -> Any:
-    if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != to:
-        return Tensor(x.shape, x.device, to, data=x.data, requires_grad=False)
-    return x
+def inputs_as(inputs: Any, dtype: Any) -> list:
+    """The floating Tensors of ``inputs`` (a Tensor or a list) as new ``dtype`` Tensors."""
+    to = np.dtype(dtype)
+    xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    return [
+        Tensor(x.shape, x.device, to, data=x.data, requires_grad=False)
+        if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != to
+        else x
+        for x in xs
+    ]
