@@ -15,7 +15,7 @@ from test_checkpoint_helpers import Net, assert_states_equal, states_of
 
 from singa.layer.base import Layer
 from singa.model import checkpoint as ck
-from singa.model.checkpoint_io import _TMP_TAG
+from singa.model.checkpoint.atomic import _TMP_TAG
 from singa.tensor import Tensor
 
 

@@ -1,5 +1,4 @@
-"""Loading into layers whose parameters do not exist yet (private part of
-:mod:`singa.model.checkpoint`).
+"""Loading into layers whose parameters do not exist yet.
 
 Layers create their parameters on their first call (``Layer.initialize``). When a
 checkpoint is loaded before that (before ``compile``), the entries that belong to
@@ -22,15 +21,11 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.model.checkpoint_io import CheckpointError
+from singa.model.checkpoint.errors import CheckpointError, CheckpointWarning
 from singa.tensor import Tensor
 
 _ATTR = "_checkpoint_pending"
 _MARK = "_singa_checkpoint_hook"
-
-
-class CheckpointWarning(UserWarning):
-    """``strict=False`` loading skipped some entries (listed in the message)."""
 
 
 def uninitialized(layer: Any) -> bool:
