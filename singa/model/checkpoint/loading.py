@@ -5,7 +5,7 @@ lazily created parameters are handed to :mod:`singa.model.checkpoint.lazy`."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +13,15 @@ import numpy as np
 
 from singa.model.checkpoint import lazy as _lazy
 from singa.model.checkpoint.errors import CheckpointError, CheckpointWarning
-from singa.model.checkpoint.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, Contents
-from singa.model.checkpoint.reader import read_checkpoint
+from singa.model.checkpoint.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, ArrayMeta, Contents
+from singa.model.checkpoint.reader import INFLATE_MARGIN, Expectation, read_checkpoint
 from singa.model.checkpoint.saving import states_device
 from singa.tensor import Tensor
+
+#: optimizer slots a parameter may have (momentum; Adam's two moments; a margin)
+SLOTS_PER_PARAM = 4
+#: aux arrays a checkpoint may hold beyond what the model expects
+MAX_AUX_ARRAYS = 1024
 
 
 @dataclass
@@ -63,14 +68,22 @@ def _desc(shape: Any, dtype: Any) -> str:
 
 @dataclass
 class _Plan:
-    apply: list = field(default_factory=list)  # (Tensor, array)
-    pending: dict = field(default_factory=dict)  # name -> array (lazy parameters)
+    apply: list = field(default_factory=list)  # (Tensor, key), then (Tensor, array) once read
+    pending: dict = field(default_factory=dict)  # name -> key, then array (lazy parameters)
     lazy: dict = field(default_factory=dict)  # dotted path -> layer that creates states on first call
     errors: list = field(default_factory=list)  # lines for a strict CheckpointError
     bad: set = field(default_factory=set)  # names of mismatched states
+    keep_optimizer: bool = False  # the file's optimizer states are to be restored
+    rng: Any = None  # the random state to restore
+
+    def resolve(self, values: dict) -> None:
+        """Replace the planned keys by the arrays read."""
+        self.apply = [(t, values[key]) for t, key in self.apply]
+        self.pending = {name: values[key] for name, key in self.pending.items()}
 
 
-def _plan_layer(layer: Any, given: dict[str, np.ndarray], report: LoadReport, plan: _Plan) -> None:
+def _plan_layer(layer: Any, given: dict[str, ArrayMeta], report: LoadReport, plan: _Plan) -> None:
+    """Compare the stored model states (shapes and dtypes, no data) with the layer's."""
     own = layer.get_states()
     lazy = {k: s for k, s in layer.sublayers().items() if _lazy.uninitialized(s)}
     if _lazy.uninitialized(layer):
@@ -86,14 +99,14 @@ def _plan_layer(layer: Any, given: dict[str, np.ndarray], report: LoadReport, pl
             if owner is None:
                 report.unexpected.append(f"{name} (found {_desc(arr.shape, arr.dtype)})")
             else:
-                plan.pending[name] = arr
+                plan.pending[name] = name
         elif tuple(arr.shape) != t.shape or arr.dtype != t.dtype:
             plan.bad.add(name)
             report.mismatched.append(
                 f"{name}: expected {_desc(t.shape, t.dtype)}, found {_desc(arr.shape, arr.dtype)}"
             )
         else:
-            plan.apply.append((t, arr))
+            plan.apply.append((t, name))
 
 
 def _check_rng(dev: Any, state: Any) -> str | None:
@@ -139,7 +152,16 @@ def _filter_optimizer(states: dict, names: Mapping, bad: set) -> tuple[dict, dic
     return st, {n: t for n, t in names.items() if n in keep}, sorted(set(dropped))
 
 
-def _aux(c: Contents, dev: Any, errors: list) -> AuxStates:
+def _aux_problems(c: Contents) -> list[str]:
+    """Aux entries that cannot be loaded as what they say they are."""
+    return [
+        f"aux state {k!r} is marked scalar but has shape {m.shape}"
+        for k, m in c.arrays.items()
+        if m.state_type == AUX_STATE and m.aux_type == "scalar" and m.shape != ()
+    ]
+
+
+def _aux(c: Contents, dev: Any) -> AuxStates:
     """The aux states: arrays (Tensors on ``dev``), scalars and JSON values."""
     aux = AuxStates()
     for k, m in c.arrays.items():
@@ -149,9 +171,6 @@ def _aux(c: Contents, dev: Any, errors: list) -> AuxStates:
         if m.aux_type == "tensor":
             aux[k] = Tensor(arr.shape, dev, arr.dtype, data=arr, requires_grad=False)
         elif m.aux_type == "scalar":
-            if arr.shape != ():
-                errors.append(f"aux state {k!r} is marked scalar but has shape {arr.shape}")
-                continue
             aux[k] = arr[()]
         else:
             aux[k] = arr
@@ -159,34 +178,35 @@ def _aux(c: Contents, dev: Any, errors: list) -> AuxStates:
     return aux
 
 
-def _plan_optimizer(
-    c: Contents,
-    layer: Any,
-    opt: Any,
-    from_model: bool,
-    params: Mapping | None,
-    strict: bool,
-    report: LoadReport,
-    plan: _Plan,
-) -> tuple[dict | None, tuple | None]:
-    """The optimizer states to restore (None if none) and, unless they wait for lazy
-    parameters, ``(optimizer, states, names)`` to apply now."""
-    opt_states = _optimizer_states(c)
-    if opt_states is None:
+def _check_optimizer(
+    c: Contents, layer: Any, opt: Any, from_model: bool, report: LoadReport, plan: _Plan
+) -> bool:
+    """Whether the file's optimizer states are to be kept (they are not when the file
+    has none or they belong to another optimizer class, a strict error)."""
+    if c.optimizer is None:
         if opt is not None and layer is not None and c.format_version >= 1:
             report.skipped.append("optimizer states (the file holds none; the optimizer was left as it was)")
-        return None, None
+        return False
     if opt is None:
         if from_model:
             report.skipped.append("optimizer states (the model has no optimizer: call set_optimizer first)")
-        return opt_states, None
+        return True
     cls = c.optimizer["class"]
     if cls != type(opt).__name__:
         msg = f"optimizer: the file holds {cls} states, the optimizer is {type(opt).__name__}"
         plan.errors.append(msg)
         report.skipped.append(msg)
-        return None, None
-    if plan.pending:
+        return False
+    return True
+
+
+def _plan_optimizer(
+    c: Contents, layer: Any, opt: Any, params: Mapping | None, strict: bool, report: LoadReport, plan: _Plan
+) -> tuple[dict | None, tuple | None]:
+    """The optimizer states to restore and, unless there is no optimizer or they wait
+    for lazy parameters, ``(optimizer, states, names)`` to apply now."""
+    opt_states = _optimizer_states(c)
+    if opt is None or plan.pending:
         return opt_states, None
     names = params if params is not None else layer.get_params()
     if not strict:
@@ -195,16 +215,16 @@ def _plan_optimizer(
     return opt_states, (opt, opt_states, names)
 
 
-def _plan_rng(c: Contents, dev: Any, report: LoadReport, plan: _Plan) -> Any:
-    """The random state to restore on ``dev``, or None."""
+def _plan_rng(c: Contents, dev: Any, report: LoadReport, plan: _Plan) -> None:
+    """The random state to restore on ``dev`` (``plan.rng``), if the file has a usable one."""
     if c.rng is None:
-        return None
+        return
     why = _check_rng(dev, c.rng)
     if why is None:
-        return c.rng
+        plan.rng = c.rng
+        return
     plan.errors.append(f"random state: {why}")
     report.skipped.append(f"random state: {why}")
-    return None
 
 
 def _raise_strict(label: str, target: str, report: LoadReport, plan: _Plan) -> None:
@@ -251,36 +271,71 @@ def _apply(label: str, strict: bool, plan: _Plan, opt_now: tuple | None, report:
         raise
 
 
+def _expectation(layer: Any, params: Mapping | None, check: Callable[[Contents], None]) -> Expectation:
+    """What a checkpoint for ``layer`` (or the optimizer of ``params``) may hold: its
+    states, optimizer slots of up to ``SLOTS_PER_PARAM`` times each parameter, and a
+    margin for aux arrays; no limit from a layer that creates parameters later."""
+    states = dict(layer.get_states()) if layer is not None else {}
+    ps = dict(params if params is not None else (layer.get_params() if layer is not None else {}))
+    lazy = layer is not None and (
+        _lazy.uninitialized(layer) or any(_lazy.uninitialized(s) for s in layer.sublayers().values())
+    )
+    if lazy:
+        return Expectation(check=check)
+    nbytes = sum(t.size() * np.dtype(t.dtype).itemsize for t in states.values())
+    nbytes += SLOTS_PER_PARAM * sum(t.size() * np.dtype(t.dtype).itemsize for t in ps.values())
+    max_arrays = len(states) + SLOTS_PER_PARAM * len(ps) + MAX_AUX_ARRAYS
+    return Expectation(nbytes + INFLATE_MARGIN, max_arrays, check)
+
+
 def load(
     fpath: Any, layer: Any, optimizer: Any, params: Mapping | None, strict: bool, with_rng: bool
 ) -> AuxStates:
     """Load ``fpath`` into ``layer`` (or None), ``optimizer`` (an optimizer, None, or
     "model" for the layer's own) over ``params`` (or the layer's parameters) and with
-    ``with_rng`` the device's random generator; returns the aux states."""
-    c = read_checkpoint(fpath)
-    label = repr(c.path)
+    ``with_rng`` the device's random generator; returns the aux states. Names, shapes
+    and dtypes are compared before any array data is read."""
     report = LoadReport()
     plan = _Plan()
     target = type(layer).__name__ if layer is not None else type(optimizer).__name__
-    if layer is not None:
-        given = {k: c.values[k] for k, m in c.arrays.items() if m.state_type == MODEL_STATE}
-        _plan_layer(layer, given, report, plan)
     dev = states_device(layer, params)
     opt = getattr(layer, "optimizer", None) if optimizer == "model" else optimizer
-    opt_states, opt_now = _plan_optimizer(c, layer, opt, optimizer == "model", params, strict, report, plan)
-    rng = _plan_rng(c, dev, report, plan) if with_rng else None
-    aux_errors: list[str] = []
-    aux = _aux(c, dev, aux_errors)
-    if aux_errors:
-        raise CheckpointError(f"{label}: " + "; ".join(aux_errors))
-    if strict:
-        _raise_strict(label, target, report, plan)
+
+    def check(c: Contents) -> None:
+        label = repr(c.path)
+        if layer is not None:
+            given = {k: m for k, m in c.arrays.items() if m.state_type == MODEL_STATE}
+            _plan_layer(layer, given, report, plan)
+        plan.keep_optimizer = _check_optimizer(c, layer, opt, optimizer == "model", report, plan)
+        if with_rng:
+            _plan_rng(c, dev, report, plan)
+        aux_problems = _aux_problems(c)
+        if aux_problems:
+            raise CheckpointError(f"{label}: " + "; ".join(aux_problems))
+        if strict:
+            _raise_strict(label, target, report, plan)
+
+    c = read_checkpoint(fpath, expect=_expectation(layer, params, check))
+    label = repr(c.path)
+    plan.resolve(c.values)
+    opt_states, opt_now = None, None
+    if plan.keep_optimizer:
+        opt_states, opt_now = _plan_optimizer(c, layer, opt, params, strict, report, plan)
+    aux = _aux(c, dev)
     _apply(label, strict, plan, opt_now, report)
-    if rng is not None:
-        dev.set_rng_state(rng)
+    if plan.rng is not None:
+        dev.set_rng_state(plan.rng)
     if plan.pending or plan.lazy:
         _defer(
-            layer, plan, label, strict, report, opt if opt_states is not None else None, opt_states, rng, dev
+            layer,
+            plan,
+            label,
+            strict,
+            report,
+            opt if opt_states is not None else None,
+            opt_states,
+            plan.rng,
+            dev,
         )
     if not strict and report:
         warnings.warn(

@@ -5,6 +5,9 @@ touched."""
 from __future__ import annotations
 
 import os
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from singa.model.checkpoint.errors import CheckpointError
@@ -12,6 +15,7 @@ from singa.model.checkpoint.hashing import sha256_hex
 from singa.model.checkpoint.layout import (
     AUX_STATE,
     EXTRA_STATES,
+    MAX_JSON_BYTES,
     METADATA,
     OPTIMIZER_STATE,
     STATES_ATTR,
@@ -20,7 +24,7 @@ from singa.model.checkpoint.layout import (
     Contents,
 )
 from singa.model.checkpoint.manifest import attr_meta, check_extra, check_metadata, fail, load_json
-from singa.model.checkpoint.zip_read import Npy, open_zip, read_member, read_npz
+from singa.model.checkpoint.zip_read import Npy, NpzReader, open_regular, open_zip, read_member
 
 
 def default_max_bytes() -> int:
@@ -31,28 +35,83 @@ def default_max_bytes() -> int:
         return 1 << 40
 
 
-def read_checkpoint(fpath: Any, load: bool = True, max_bytes: int | None = None) -> Contents:
+#: arrays a checkpoint may inflate beyond its own size when nothing says what to expect
+INFLATE_MARGIN = 64 << 20
+INFLATE_RATIO = 64
+#: members of a checkpoint zip: four at most (a few more are reported by name)
+MAX_MEMBERS = 16
+#: bytes of states_attr.json per expected array (names, shapes, dtypes), plus a fixed margin
+ATTR_BYTES_PER_ARRAY = 512
+
+
+@dataclass
+class Expectation:
+    """What the reader may expect, from the model a checkpoint is loaded into.
+
+    Attributes:
+        max_bytes: the most array bytes the file may declare beyond its own size (what
+            compressed members may inflate to); None: :func:`default_budget`.
+        max_arrays: the most arrays it may hold (None: no limit).
+        check: called with the contents (no array values yet) after the structure,
+            the JSON members and every ``.npy`` header are checked and before any
+            array data is read or hashed; it raises to refuse the file.
+    """
+
+    max_bytes: int | None = None
+    max_arrays: int | None = None
+    check: Callable[[Contents], None] | None = None
+
+
+def default_budget(file_size: int) -> int:
+    """The array bytes a file of ``file_size`` bytes may declare when nothing else is
+    known: what it holds, or a bounded amount more when compressed."""
+    return min(default_max_bytes(), INFLATE_MARGIN + INFLATE_RATIO * file_size)
+
+
+def read_checkpoint(
+    fpath: Any, load: bool = True, max_bytes: int | None = None, expect: Expectation | None = None
+) -> Contents:
     """Read and validate a checkpoint: structure, JSON, .npy headers, and with
     ``load`` every array with its SHA-256 (or, for Apache SINGA files, its CRC-32).
-    Raises :class:`CheckpointError` naming the file for anything wrong."""
+    Only regular files are read; the arrays may declare at most ``max_bytes`` in all
+    (default: the file's size plus ``expect.max_bytes``, else :func:`default_budget`),
+    checked before anything is inflated. Raises :class:`CheckpointError` naming the file for
+    anything wrong."""
     path = os.fspath(fpath)
     label = repr(path)
-    limit = default_max_bytes() if max_bytes is None else max_bytes
-    with open(path, "rb") as f:
+    expect = expect or Expectation()
+    with open_regular(path, label) as f:
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None:
+            limit = max_bytes
+        elif expect.max_bytes is not None:
+            limit = size + expect.max_bytes
+        else:
+            limit = default_budget(size)
         try:
-            return _read(f, path, label, load, limit)
+            return _read(f, path, label, load, limit, expect)
         except CheckpointError:
             raise
         except Exception as e:  # zipfile, zlib and numpy raise a variety of errors on corrupt input
             raise CheckpointError(f"{label} is not a readable checkpoint ({type(e).__name__}: {e})") from e
 
 
-def _read_metadata(zf: Any, members: dict, label: str) -> tuple[dict, int]:
+def _json_limit(max_arrays: int | None) -> int:
+    """The largest states_attr.json or metadata.json for ``max_arrays`` arrays."""
+    return (
+        MAX_JSON_BYTES
+        if max_arrays is None
+        else min(MAX_JSON_BYTES, 65536 + ATTR_BYTES_PER_ARRAY * max_arrays)
+    )
+
+
+def _read_metadata(zf: Any, members: dict, label: str, max_arrays: int | None) -> tuple[dict, int]:
     """``metadata.json`` and the format version (0: an Apache SINGA file, which has none);
-    checks that exactly the members of that version are present."""
+    checks that exactly the members of that version are present, in the forms it allows."""
     names = set(members)
     if METADATA in members:
-        meta = load_json(read_member(zf, members[METADATA], label), f"{label}: {METADATA}")
+        meta_b = read_member(zf, members[METADATA], label, _json_limit(max_arrays))
+        meta = load_json(meta_b, f"{label}: {METADATA}")
         version = check_metadata(meta, label)
         expected = {TENSOR_DICT, STATES_ATTR, EXTRA_STATES, METADATA}
     else:
@@ -63,13 +122,19 @@ def _read_metadata(zf: Any, members: dict, label: str) -> tuple[dict, int]:
     if problems and version == 0 and TENSOR_DICT not in names:
         problems.insert(0, "not a checkpoint (no metadata.json or tensor_dict.npz)")
     fail(label, problems)
+    if version >= 1 and members[TENSOR_DICT].compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(
+            f"{label}: {TENSOR_DICT} is compressed; format version {version} stores it as is"
+        )
     return meta, version
 
 
-def _read_json_members(zf: Any, members: dict, meta: dict, version: int, label: str) -> tuple[dict, dict]:
+def _read_json_members(
+    zf: Any, members: dict, meta: dict, version: int, label: str, max_arrays: int | None
+) -> tuple[dict, dict]:
     """``states_attr.json`` and ``extra_states.json`` (their digests checked against
-    the metadata), validated."""
-    attrs_b = read_member(zf, members[STATES_ATTR], label)
+    the metadata), validated; at most ``max_arrays`` entries in ``states_attr.json``."""
+    attrs_b = read_member(zf, members[STATES_ATTR], label, _json_limit(max_arrays))
     if version >= 1:
         extra_b = read_member(zf, members[EXTRA_STATES], label)
         bad = [
@@ -85,6 +150,10 @@ def _read_json_members(zf: Any, members: dict, meta: dict, version: int, label: 
     attrs = load_json(attrs_b, f"{label}: {STATES_ATTR}")
     if not isinstance(attrs, dict):
         raise CheckpointError(f"{label}: {STATES_ATTR} is not a dict")
+    if max_arrays is not None and len(attrs) > max_arrays:
+        raise CheckpointError(
+            f"{label}: {STATES_ATTR} lists {len(attrs)} arrays, more than the {max_arrays} expected"
+        )
     return attrs, extra
 
 
@@ -132,26 +201,33 @@ def _digest_mismatches(npys: dict[str, Npy], arrays: dict[str, ArrayMeta]) -> li
     ]
 
 
-def _read(f: Any, path: str, label: str, load: bool, limit: int) -> Contents:
-    zf, members = open_zip(f, label, limit + (1 << 30))
-    meta, version = _read_metadata(zf, members, label)
-    attrs, extra = _read_json_members(zf, members, meta, version, label)
-    npys = read_npz(f, zf, members[TENSOR_DICT], label, limit, load, check_crc=version == 0)
+def _read(f: Any, path: str, label: str, load: bool, limit: int, expect: Expectation) -> Contents:
+    zf, members = open_zip(f, label, limit + 3 * MAX_JSON_BYTES, MAX_MEMBERS)
+    meta, version = _read_metadata(zf, members, label, expect.max_arrays)
+    attrs, extra = _read_json_members(zf, members, meta, version, label, expect.max_arrays)
+    npz = NpzReader(f, zf, members[TENSOR_DICT], label, limit, len(attrs))
+    npys = npz.headers()
     problems: list[str] = []
     arrays = _match_arrays(npys, attrs, meta, version, problems)
     if version >= 1:
         problems += _cross_check(npys, arrays, meta, extra)
     fail(label, problems)
-    if load and version >= 1:
-        fail(label, _digest_mismatches(npys, arrays))
-    return Contents(
+    contents = Contents(
         path=path,
         format_version=version,
         metadata=meta,
         arrays=arrays,
-        values={k: a.array for k, a in npys.items()} if load else {},
+        values={},
         aux_values=extra["aux"],
         optimizer=extra["optimizer"],
         rng=extra["rng"],
         device=extra["device"],
     )
+    if expect.check is not None:
+        expect.check(contents)
+    if load:
+        npys = npz.arrays(check_crc=version == 0)
+        if version >= 1:
+            fail(label, _digest_mismatches(npys, arrays))
+        contents.values = {k: a.array for k, a in npys.items()}
+    return contents

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import stat
 import struct
 import zipfile
 import zlib
@@ -21,6 +22,7 @@ from numpy.lib import format as npy
 from singa.model.checkpoint.errors import CheckpointError
 from singa.model.checkpoint.hashing import CHUNK, HASH_WORKERS, hash_member, memory_bytes, resolved
 from singa.model.checkpoint.layout import MAX_JSON_BYTES, MAX_NDIM, check_dtype, safe_name
+from singa.model.checkpoint.zip_end import EndRecord, check_end_record
 
 _DEFLATE_MAX_RATIO = 1032  # deflate cannot expand more than this (RFC 1951)
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
@@ -73,51 +75,103 @@ def _data_start(f: Any, info: zipfile.ZipInfo, label: str) -> int:
     return info.header_offset + len(head) + name_len + extra_len
 
 
-def open_zip(f: Any, label: str, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, zipfile.ZipInfo]]:
+def open_regular(path: str, label: str) -> Any:
+    """Open ``path`` for reading if it is a regular file; a directory, FIFO, device or
+    socket is refused before anything is read, and the open never blocks."""
+    kind = _file_kind(os.stat(path).st_mode)
+    if kind is None:
+        flags = (
+            os.O_RDONLY
+            | getattr(os, "O_NONBLOCK", 0)
+            | getattr(os, "O_CLOEXEC", 0)
+            | getattr(os, "O_BINARY", 0)
+        )
+        fd = os.open(path, flags)
+        kind = _file_kind(os.fstat(fd).st_mode)  # it may have been replaced since the stat
+        if kind is None:
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+    raise CheckpointError(f"{label} is not a regular file (it is a {kind}); a checkpoint is a zip file")
+
+
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"))
+    kinds += ((stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def _check_member(f: Any, info: zipfile.ZipInfo, label: str, data_end: int) -> int:
+    """Check one member's name, flags and declared sizes; returns where its data ends."""
+    name = info.filename
+    if not safe_name(name):
+        raise CheckpointError(f"{label}: rejected member name {name!r} (absolute or path traversal)")
+    if info.flag_bits & 0x1:
+        raise CheckpointError(f"{label}: member {name!r} is encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise CheckpointError(f"{label}: member {name!r} uses unsupported compression {info.compress_type}")
+    end = _data_start(f, info, label) + info.compress_size
+    if end > data_end:
+        raise CheckpointError(
+            f"{label}: member {name!r} declares {info.compress_size} bytes past the end of the data "
+            "(truncated?)"
+        )
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise CheckpointError(f"{label}: stored member {name!r} has inconsistent sizes")
+    if info.file_size > info.compress_size * _DEFLATE_MAX_RATIO + 1024:
+        raise CheckpointError(
+            f"{label}: member {name!r} declares {info.file_size} bytes from {info.compress_size} "
+            "compressed bytes, more than deflate can produce (zip bomb?)"
+        )
+    return end
+
+
+def _check_directory(zf: zipfile.ZipFile, end: EndRecord, label: str) -> None:
+    """The central directory must hold what the end record declares, and the first
+    member must start the file (else the file was cut inside, or is not a zip)."""
+    infos = zf.infolist()
+    if len(infos) != end.members:
+        raise CheckpointError(
+            f"{label}: the central directory holds {len(infos)} members, its end record declares "
+            f"{end.members} (lying central directory?)"
+        )
+    if infos and min(i.header_offset for i in infos) != 0:
+        raise CheckpointError(
+            f"{label} is truncated or incomplete: the zip found in it does not start at its beginning "
+            "(the file was cut short, or is not a checkpoint)"
+        )
+
+
+def open_zip(
+    f: Any, label: str, max_bytes: int, max_members: int | None = None
+) -> tuple[zipfile.ZipFile, dict[str, zipfile.ZipInfo]]:
     """Open the zip in the seekable file ``f`` and check every member before anything
-    is read: safe and unique names, no encryption, stored or deflated, sizes that fit
+    is read: an end record that closes the file and declares at most ``max_members``
+    members, safe and unique names, no encryption, stored or deflated, sizes that fit
     in the file, that deflate can produce and that stay under ``max_bytes`` in all,
     no overlaps (zip bombs)."""
+    end = check_end_record(f, label, max_members)
     try:
         zf = zipfile.ZipFile(f)
     except zipfile.BadZipFile as e:
         raise CheckpointError(f"{label} is not a valid zip file ({e})") from None
+    _check_directory(zf, end, label)
     data_end = min(zf.start_dir, f.seek(0, os.SEEK_END))
     members: dict[str, zipfile.ZipInfo] = {}
     spans, total = [], 0
     for info in zf.infolist():
-        name = info.filename
-        if not safe_name(name):
-            raise CheckpointError(f"{label}: rejected member name {name!r} (absolute or path traversal)")
-        if name in members:
-            raise CheckpointError(f"{label}: duplicate member {name!r}")
-        if info.flag_bits & 0x1:
-            raise CheckpointError(f"{label}: member {name!r} is encrypted")
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise CheckpointError(
-                f"{label}: member {name!r} uses unsupported compression {info.compress_type}"
-            )
-        end = _data_start(f, info, label) + info.compress_size
-        if end > data_end:
-            raise CheckpointError(
-                f"{label}: member {name!r} declares {info.compress_size} bytes past the end of the data "
-                "(truncated?)"
-            )
-        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-            raise CheckpointError(f"{label}: stored member {name!r} has inconsistent sizes")
-        if info.file_size > info.compress_size * _DEFLATE_MAX_RATIO + 1024:
-            raise CheckpointError(
-                f"{label}: member {name!r} declares {info.file_size} bytes from {info.compress_size} "
-                "compressed bytes, more than deflate can produce (zip bomb?)"
-            )
+        if info.filename in members:
+            raise CheckpointError(f"{label}: duplicate member {info.filename!r}")
+        spans.append((info.header_offset, _check_member(f, info, label, data_end), info.filename))
         total += info.file_size
         if total > max_bytes:
             raise CheckpointError(
                 f"{label}: members declare {total} bytes in all, more than the limit of {max_bytes} "
                 "(zip bomb?)"
             )
-        spans.append((info.header_offset, end, name))
-        members[name] = info
+        members[info.filename] = info
     spans.sort()
     for (_, end1, n1), (start2, _, n2) in zip(spans, spans[1:]):
         if start2 < end1:
@@ -196,45 +250,59 @@ def _read_npy(
     return Npy(dtype, shape, arr if dtype.isnative else arr.astype(dtype.newbyteorder("=")), sha)
 
 
-def read_npz(
-    f: Any,
-    zf: zipfile.ZipFile,
-    info: zipfile.ZipInfo,
-    label: str,
-    max_bytes: int,
-    load: bool,
-    check_crc: bool,
-) -> dict[str, Npy]:
-    """The arrays of the npz member ``info`` of ``zf`` (opened in place when STORED) by
-    key, their headers checked; with ``load`` their data read and hashed too (see
-    :func:`_read_npy` for ``check_crc``)."""
-    if info.compress_type == zipfile.ZIP_STORED:
-        inner: Any = _Slice(f, _data_start(f, info, label), info.file_size)
-    else:
-        inner = io.BytesIO(read_member(zf, info, label, max_bytes + (1 << 30)))
-    npz_label = f"{label}: {info.filename}"
-    npz, members = open_zip(inner, npz_label, max_bytes)
-    for name in members:
-        if not name.endswith(".npy") or name == ".npy":
-            raise CheckpointError(f"{npz_label}: member {name!r} is not a .npy array")
-    arrays = {}
-    with ThreadPoolExecutor(HASH_WORKERS, "singa-ckpt-hash") as pool:
-        for name, m in members.items():
-            key = name[:-4]
-            try:
-                arrays[key] = _read_npy(
-                    inner, npz, m, f"{npz_label}: array {key!r}", pool if load else None, check_crc
+class NpzReader:
+    """``tensor_dict.npz`` (the member ``info`` of ``zf``, in the file ``f``) opened for
+    reading: in place when STORED, else inflated in memory (within ``max_bytes``). Its
+    members are checked at once (at most ``max_members``, only ``.npy``, no compressed
+    member inside a compressed npz); :meth:`headers` parses the ``.npy`` headers and
+    :meth:`arrays` reads the data, so the caller can check the headers first."""
+
+    def __init__(
+        self, f: Any, zf: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, max_bytes: int, max_members: int
+    ):
+        if info.compress_type == zipfile.ZIP_STORED:
+            inner: Any = _Slice(f, _data_start(f, info, label), info.file_size)
+        else:
+            inner = io.BytesIO(read_member(zf, info, label, max_bytes))
+        self.label = f"{label}: {info.filename}"
+        self._inner = inner
+        self._npz, self._members = open_zip(inner, self.label, max_bytes, max_members)
+        for name, m in self._members.items():
+            if not name.endswith(".npy") or name == ".npy":
+                raise CheckpointError(f"{self.label}: member {name!r} is not a .npy array")
+            if info.compress_type != zipfile.ZIP_STORED and m.compress_type != zipfile.ZIP_STORED:
+                raise CheckpointError(
+                    f"{self.label}: member {name!r} is compressed inside a compressed npz "
+                    "(nested compression is not part of the format: zip bomb?)"
                 )
+
+    def headers(self) -> dict[str, Npy]:
+        """The checked ``.npy`` header of every array, by key (no array data is read)."""
+        return self._read(None, check_crc=False)
+
+    def arrays(self, check_crc: bool) -> dict[str, Npy]:
+        """Every array with its data and SHA-256 (see :func:`_read_npy` for ``check_crc``)."""
+        with ThreadPoolExecutor(HASH_WORKERS, "singa-ckpt-hash") as pool:
+            arrays = self._read(pool, check_crc)
+            for a in arrays.values():
+                a.sha256 = resolved(a.sha256)
+        return arrays
+
+    def _read(self, pool: ThreadPoolExecutor | None, check_crc: bool) -> dict[str, Npy]:
+        arrays = {}
+        for name, m in self._members.items():
+            key = name[:-4]
+            what = f"{self.label}: array {key!r}"
+            try:
+                arrays[key] = _read_npy(self._inner, self._npz, m, what, pool, check_crc)
             except CheckpointError:
                 raise
             except zipfile.BadZipFile:  # zipfile's CRC-32 check at the end of a member
                 raise CheckpointError(
-                    f"{npz_label}: checksum mismatch for array {key!r} (zip CRC-32)"
+                    f"{self.label}: checksum mismatch for array {key!r} (zip CRC-32)"
                 ) from None
             except (ValueError, EOFError, zlib.error) as e:
                 raise CheckpointError(
-                    f"{npz_label}: array {key!r} is not a readable .npy array ({e})"
+                    f"{self.label}: array {key!r} is not a readable .npy array ({e})"
                 ) from None
-        for a in arrays.values():
-            a.sha256 = resolved(a.sha256)
-    return arrays
+        return arrays
