@@ -16,6 +16,7 @@ traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -96,6 +97,21 @@ def _model_type() -> click.Choice:
     return click.Choice(zoo.names(), case_sensitive=False)
 
 
+class _FiniteFloatRange(click.FloatRange):
+    """A float range that also refuses nan and infinities (a usage error naming the option)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def _data_dir_type() -> click.Path:
+    """``--data-dir``: an existing folder (a missing one is a usage error naming it)."""
+    return click.Path(exists=True, file_okay=False)
+
+
 @cli.command(
     "train",
     cls=_TrainCommand,
@@ -109,22 +125,22 @@ def _model_type() -> click.Choice:
     type=click.Choice(_DATASETS, case_sensitive=False),
     help="Dataset.  [default: fashion-mnist-mini]",
 )
-@click.option(
-    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
-)
+@click.option("--data-dir", type=_data_dir_type(), help="Folder to look for the dataset's files in first.")
 @click.option(
     "--download/--no-download", default=True, show_default=True, help="Download missing dataset files."
 )
 @click.option("--epochs", type=click.IntRange(min=1), default=TrainConfig.epochs, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=TrainConfig.batch_size, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0), help=f"Learning rate.  [default: {_lr_help()}]")
+@click.option("--lr", type=_FiniteFloatRange(min=0), help=f"Learning rate.  [default: {_lr_help()}]")
 @click.option(
     "--momentum",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=_FiniteFloatRange(0, 1, max_open=True),
     help="Momentum (sgd, rmsprop).  [default: 0.9 for sgd, 0 for rmsprop]",
 )
 @click.option(
-    "--weight-decay", type=click.FloatRange(min=0), help="Weight decay.  [default: 0.01 for adamw, else 0]"
+    "--weight-decay",
+    type=_FiniteFloatRange(min=0),
+    help="Weight decay.  [default: 0.01 for adamw, else 0]",
 )
 @click.option(
     "--optimizer",
@@ -163,6 +179,12 @@ def _model_type() -> click.Choice:
     "--max-steps",
     type=click.IntRange(min=1),
     help="Stop after this many training steps in all (resumed runs count the earlier ones).",
+)
+@click.option(
+    "--val-steps",
+    type=click.IntRange(min=1),
+    help="Validate on at most this many batches.  [default: all; with --max-steps, the same "
+    "fraction of the validation set as of an epoch trained]",
 )
 @click.option(
     "--checkpoint",
@@ -245,6 +267,10 @@ def _config_values(ctx: click.Context, config_file: str, skip: set[str]) -> dict
         raw = read_toml(config_file)
     except CliError as e:
         raise click.BadParameter(str(e), ctx=ctx, param=cfg_param) from None
+    if not raw:
+        raise click.BadParameter(
+            f"{config_file} holds no settings (an empty file?)", ctx=ctx, param=cfg_param
+        )
     unknown = sorted(k for k in raw if k not in _CONFIG_FIELDS or k in ("config_file", "extra"))
     if unknown:
         raise click.BadParameter(
@@ -315,9 +341,7 @@ def _common_checkpoint_options(f: Any) -> Any:
 @cli.command("evaluate", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
 @_common_checkpoint_options
-@click.option(
-    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
-)
+@click.option("--data-dir", type=_data_dir_type(), help="Folder to look for the dataset's files in first.")
 @click.option("--download/--no-download", default=True, show_default=True)
 @click.option(
     "--split",

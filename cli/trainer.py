@@ -134,6 +134,15 @@ def _finite(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
+#: a cross-entropy above a million times that of a uniform guess (ln of the number of
+#: classes) means the training has diverged, as does a non-finite one
+DIVERGED_LOSS_FACTOR = 1e6
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 class Trainer:
     """One ``singa-train`` run.
 
@@ -357,10 +366,42 @@ class Trainer:
         path = self.cfg.checkpoint
         if not path:
             return
+        self._check_params(state.step)
         try:
             self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
         except OSError as e:
             raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
+
+    # ----- divergence and validation size ------------------------------------------------------------
+    def _diverged(self, step: int, what: str) -> CliError:
+        cfg = self.cfg
+        kept = f"; {cfg.checkpoint} keeps the last good state" if cfg.checkpoint else ""
+        return CliError(
+            f"training diverged at step {step}: {what} (try a lower --lr than {cfg.effective_lr:g}){kept}"
+        )
+
+    def _check_loss(self, loss: float, step: int) -> None:
+        """Stop the run (a CliError, nothing saved) when the loss is not finite or absurdly large."""
+        limit = DIVERGED_LOSS_FACTOR * math.log(max(2, self.info.num_classes))
+        if not math.isfinite(loss) or loss > limit:
+            raise self._diverged(step, f"the loss is {loss:g}")
+
+    def _check_params(self, step: int) -> None:
+        """Refuse to save non-finite parameters over a good checkpoint."""
+        for name, p in self.model.get_params().items():
+            if not np.isfinite(p.to_numpy()).all():
+                raise self._diverged(step, f"parameter {name} is not finite")
+
+    def _val_batches(self) -> int | None:
+        """How many validation batches to run: ``--val-steps``, else with ``--max-steps``
+        the fraction of the validation set that matches the fraction of an epoch
+        trained, else all."""
+        cfg = self.cfg
+        if cfg.val_steps is not None:
+            return cfg.val_steps
+        if cfg.max_steps is None or cfg.max_steps >= self.steps:
+            return None
+        return max(1, math.ceil(len(self.val_loader) * cfg.max_steps / self.steps))
 
     # ----- the loop -------------------------------------------------------------------------------
     def _batches(self, epoch: int, skip: int) -> Iterator:
@@ -389,6 +430,7 @@ class Trainer:
                             tx = tensor.from_numpy(xb, dev)
                             ty = tensor.from_numpy(yb, dev)
                             o, loss = model(tx, ty)
+                            self._check_loss(float(loss), state.step + 1)
                             state.loss_sum += float(loss) * len(yb)
                             state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
                             state.seen += len(yb)
@@ -410,7 +452,9 @@ class Trainer:
                 epoch_done = state.batch >= self.steps
                 t1 = time.perf_counter()
                 try:
-                    vloss, vacc, _ = evaluate(model, self.val_loader, dev, stop=lambda: flag.set)
+                    vloss, vacc, _ = evaluate(
+                        model, self.val_loader, dev, stop=lambda: flag.set, max_batches=self._val_batches()
+                    )
                 except EvalStopped:
                     self._interrupted(state, log)
                 rec = {
@@ -467,7 +511,7 @@ class Trainer:
         if not matplotlib_available():
             if cfg.plot:
                 self.out.warn(
-                    f"no plot written to {path}: matplotlib is not installed (pip install 'singa[plot]')"
+                    f"no plot written to {path}: matplotlib is not installed (pip install '.[plot]')"
                 )
             return
         try:
@@ -504,9 +548,9 @@ class Trainer:
         }
         log.write("end", **summary)
         stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
-        ep = "epoch" if state.epoch == 1 else "epochs"
         msg = (
-            f"done: {state.step} steps, {state.epoch} {ep}{stop} in {fmt_time(state.train_time)} of training"
+            f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
+            f"in {fmt_time(state.train_time)} of training"
         )
         if last.get("val_acc") is not None:
             msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"

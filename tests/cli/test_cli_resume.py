@@ -129,9 +129,9 @@ def test_ctrl_c_during_validation_resumes_at_the_validation(run, tmp_path, monke
 
     real = cli.common.evaluate
 
-    def evaluate(model, loader, dev, stop=None):
+    def evaluate(model, loader, dev, stop=None, max_batches=None):
         signal.raise_signal(signal.SIGINT)
-        return real(model, loader, dev, stop)
+        return real(model, loader, dev, stop, max_batches)
 
     with monkeypatch.context() as mp:
         mp.setattr(cli.trainer, "evaluate", evaluate)
