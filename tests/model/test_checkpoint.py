@@ -209,7 +209,7 @@ def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
         f"""
         import os, signal, sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
-        signal.alarm(30)
+        signal.alarm(300)  # a hang guard, not a speed check
         from singa.model import checkpoint as ck
         from test_checkpoint_helpers import Net
         from concurrent.futures import Future
@@ -226,7 +226,7 @@ def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
         sys.exit(os.waitstatus_to_exitcode(status))
         """
     )
-    r = subprocess.run([sys.executable, "-c", code], timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], timeout=600)
     assert r.returncode == 0
     np.testing.assert_array_equal(ck.read_arrays(tmp_path / "child.zip")["a.W"], Net(seed=4).a.W.to_numpy())
 
@@ -248,7 +248,7 @@ def test_save_from_an_atexit_handler(tmp_path):
         atexit.register(lambda: ck.save_layer(net, {str(p)!r}, {{"v": "at-exit"}}))
         """
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "Error" not in r.stderr, r.stderr
     assert ck.read(p).aux_values == {"v": "at-exit"}
     assert sorted(os.listdir(tmp_path)) == ["c.zip"]

@@ -61,7 +61,7 @@ def test_hostile_file_is_refused_in_bounded_memory_and_changes_nothing(tmp_path,
     before = states_of(model)
     old = signal.signal(signal.SIGALRM, signal.default_int_handler) if hasattr(signal, "SIGALRM") else None
     if old is not None:
-        signal.alarm(60)  # a FIFO that blocks would hang the suite: fail instead
+        signal.alarm(300)  # a FIFO that blocks would hang the suite: fail instead (a hang guard)
     tracemalloc.start()
     try:
         with pytest.raises(ck.CheckpointError, match=EXPECTED[name]) as e:
