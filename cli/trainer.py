@@ -39,6 +39,7 @@ from cli.common import (
 )
 from cli.config import TrainConfig
 from cli.errors import CliError, Interrupted
+from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
 from singa import data, tensor
 from singa.model.checkpoint import CheckpointError
@@ -132,11 +133,6 @@ def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
 
 def _finite(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
-
-
-#: a cross-entropy above a million times that of a uniform guess (ln of the number of
-#: classes) means the training has diverged, as does a non-finite one
-DIVERGED_LOSS_FACTOR = 1e6
 
 
 def _plural(n: int, word: str) -> str:
@@ -366,42 +362,11 @@ class Trainer:
         path = self.cfg.checkpoint
         if not path:
             return
-        self._check_params(state.step)
+        check_params(self.model, state.step, self.cfg)
         try:
             self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
         except OSError as e:
             raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
-
-    # ----- divergence and validation size ------------------------------------------------------------
-    def _diverged(self, step: int, what: str) -> CliError:
-        cfg = self.cfg
-        kept = f"; {cfg.checkpoint} keeps the last good state" if cfg.checkpoint else ""
-        return CliError(
-            f"training diverged at step {step}: {what} (try a lower --lr than {cfg.effective_lr:g}){kept}"
-        )
-
-    def _check_loss(self, loss: float, step: int) -> None:
-        """Stop the run (a CliError, nothing saved) when the loss is not finite or absurdly large."""
-        limit = DIVERGED_LOSS_FACTOR * math.log(max(2, self.info.num_classes))
-        if not math.isfinite(loss) or loss > limit:
-            raise self._diverged(step, f"the loss is {loss:g}")
-
-    def _check_params(self, step: int) -> None:
-        """Refuse to save non-finite parameters over a good checkpoint."""
-        for name, p in self.model.get_params().items():
-            if not np.isfinite(p.to_numpy()).all():
-                raise self._diverged(step, f"parameter {name} is not finite")
-
-    def _val_batches(self) -> int | None:
-        """How many validation batches to run: ``--val-steps``, else with ``--max-steps``
-        the fraction of the validation set that matches the fraction of an epoch
-        trained, else all."""
-        cfg = self.cfg
-        if cfg.val_steps is not None:
-            return cfg.val_steps
-        if cfg.max_steps is None or cfg.max_steps >= self.steps:
-            return None
-        return max(1, math.ceil(len(self.val_loader) * cfg.max_steps / self.steps))
 
     # ----- the loop -------------------------------------------------------------------------------
     def _batches(self, epoch: int, skip: int) -> Iterator:
@@ -430,7 +395,7 @@ class Trainer:
                             tx = tensor.from_numpy(xb, dev)
                             ty = tensor.from_numpy(yb, dev)
                             o, loss = model(tx, ty)
-                            self._check_loss(float(loss), state.step + 1)
+                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
                             state.loss_sum += float(loss) * len(yb)
                             state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
                             state.seen += len(yb)
@@ -453,7 +418,11 @@ class Trainer:
                 t1 = time.perf_counter()
                 try:
                     vloss, vacc, _ = evaluate(
-                        model, self.val_loader, dev, stop=lambda: flag.set, max_batches=self._val_batches()
+                        model,
+                        self.val_loader,
+                        dev,
+                        stop=lambda: flag.set,
+                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
                     )
                 except EvalStopped:
                     self._interrupted(state, log)

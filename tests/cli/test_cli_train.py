@@ -253,9 +253,9 @@ def test_epoch_line_never_shows_a_zero_rate():
 def test_validation_follows_max_steps_or_val_steps(max_steps, val_steps, expected):
     """With --max-steps the validation covers the same fraction of its set as the
     training did of an epoch (at least one batch); --val-steps sets it."""
-    t = cli.trainer.Trainer(TrainConfig(max_steps=max_steps, val_steps=val_steps))
-    t.steps, t.val_loader = 32, list(range(20))
-    assert t._val_batches() == expected
+    from cli.guards import val_batches
+
+    assert val_batches(TrainConfig(max_steps=max_steps, val_steps=val_steps), 32, 20) == expected
 
 
 def test_val_steps_option_reaches_the_evaluation(run, monkeypatch):
