@@ -38,6 +38,7 @@ def test_resume_after_max_steps_is_bitwise_an_uninterrupted_run(run, tmp_path, s
     assert run_state(tmp_path / "part.zip")["state"]["step"] == 96
 
 
+@pytest.mark.slow  # minutes on 2 cores; tests/model/test_checkpoint_resume.py covers it at the API level
 @pytest.mark.parametrize(
     "args",
     [
