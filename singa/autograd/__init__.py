@@ -36,9 +36,11 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.pooling_nd import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.shape import *  # noqa: E402,F403
