@@ -76,9 +76,11 @@ class TrainConfig:
     graph: bool = True
     sequential: bool = False
     augment: bool = False
+    precision: str = "float32"
     device: str = "cpu"
     seed: int = 0
     max_steps: int | None = None
+    val_steps: int | None = None
     checkpoint: str | None = None
     resume: str | None = None
     export_onnx: str | None = None
