@@ -36,7 +36,7 @@ from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
-from singa.autograd.shape import *  # noqa: E402,F403
+from singa.autograd.shaping import *  # noqa: E402,F403
 
 
 def __getattr__(name: str):

@@ -1,4 +1,4 @@
-"""ONNX converters for :mod:`singa.autograd.shape`.
+"""ONNX converters for :mod:`singa.autograd.shaping`.
 
 With a dynamic batch, the sizes that depend on the batch (found by comparing the two
 traces, see :mod:`singa.sonnx.trace`) are written so that they follow the input: a
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import shape as sh
+from singa.autograd import shaping as sh
 from singa.sonnx.export import ExportContext, batch_aware
 from singa.sonnx.export_elementwise import cast_to
 
