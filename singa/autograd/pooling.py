@@ -14,16 +14,19 @@ window holds at least one real cell.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from singa.autograd import _im2col as im
 from singa.autograd.engine import Operation, array_module
+from singa.autograd.shaping import transpose
 from singa.tensor import Tensor
 
 __all__ = [
     "max_pool_2d",
     "avg_pool_2d",
     "global_avg_pool",
+    "globalaveragepool",
     "max_pool_1d",
     "avg_pool_1d",
     "max_pool_nd",
@@ -252,18 +255,19 @@ class AveragePooling2D(_Pooling):
 
 
 class GlobalAveragePool(Operation):
-    """y = mean over the spatial axes, keeping them as size 1: (N, C, H, W) -> (N, C, 1, 1)."""
+    """y = mean over the spatial axes (all after the first two), keeping them as size 1:
+    (N, C, H, W) -> (N, C, 1, 1), (N, C, D, H, W) -> (N, C, 1, 1, 1)."""
 
     def forward(self, x):
         if self.requires_grad:
-            self.cache = (x.shape, im.is_channels_last(x))
-        return x.mean(axis=(2, 3), keepdims=True)
+            self.cache = (x.shape, x.ndim == 4 and im.is_channels_last(x))
+        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
 
     def backward(self, dy):
         shape, nhwc = self.cache
         xp = array_module(dy)
         dx = im.alloc_nhwc(xp, shape, dy.dtype) if nhwc else xp.empty(shape, dtype=dy.dtype)
-        dx[...] = dy * (1.0 / (shape[2] * shape[3]))
+        dx[...] = dy * (1.0 / math.prod(shape[2:]))
         return dx
 
 
@@ -326,6 +330,26 @@ def global_avg_pool(x: Tensor) -> Tensor:
     if x.ndim() != 4 or x.shape[2] * x.shape[3] == 0:
         raise ValueError(f"global_avg_pool: x must be (N, C, H, W) with H, W > 0, got shape {x.shape}")
     return GlobalAveragePool()(x)[0]
+
+
+def globalaveragepool(x: Tensor, data_format: str = "channels_first") -> Tensor:
+    """Mean over the spatial axes of ``x``, kept as size-1 axes (SINGA's name; ONNX
+    GlobalAveragePool): (N, C, d1, ..., dk) -> (N, C, 1, ..., 1) for "channels_first",
+    (N, d1, ..., dk, C) -> (N, 1, ..., 1, C) for "channels_last"; any k >= 1."""
+    if data_format not in ("channels_first", "channels_last"):
+        raise ValueError(
+            f"globalaveragepool: data_format must be 'channels_first' or 'channels_last', got {data_format!r}"
+        )
+    r = x.ndim()
+    if r < 3 or 0 in x.shape[1:]:
+        raise ValueError(
+            f"globalaveragepool: x needs a batch, a channel and spatial axes, got shape {x.shape}"
+        )
+    if data_format == "channels_first":
+        return GlobalAveragePool()(x)[0]
+    to_first = (0, r - 1, *range(1, r - 1))
+    y = GlobalAveragePool()(transpose(x, to_first))[0]
+    return transpose(y, (0, *range(2, r), 1))
 
 
 def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
