@@ -381,7 +381,7 @@ class LogSoftMax(Operation):
 
 class PRelu(Operation):
     """y = x where x > 0, slope * x elsewhere, with a learned ``slope`` that broadcasts
-    to x (ONNX PRelu). Gradients: dx = 1 where x > 0, slope elsewhere (so ``slope`` at
+    with x (ONNX PRelu). Gradients: dx = 1 where x > 0, slope elsewhere (so ``slope`` at
     x == 0, as leakyrelu and PyTorch); dslope = x where x <= 0, summed to its shape."""
 
     def forward(self, x, slope):
@@ -503,14 +503,13 @@ def log_softmax(x: Tensor, axis: int = 1) -> Tensor:
 
 def prelu(x: Tensor, slope: Tensor) -> Tensor:
     """Parametric ReLU: x where x > 0, slope * x elsewhere. ``slope`` (a Tensor, usually
-    a learned parameter, of x's dtype) broadcasts to x's shape, e.g. (C, 1, 1) for a
-    per-channel slope of (N, C, H, W) input."""
+    a learned parameter, of x's dtype) broadcasts with x, e.g. (C, 1, 1) for a
+    per-channel slope of (N, C, H, W) input; as in SINGA both may broadcast (ONNX
+    PRelu broadcasts the slope only)."""
     _floating("prelu", x)
     check_same_dtype("prelu", x, slope)
     try:
-        shape = np.broadcast_shapes(tuple(x.shape), tuple(slope.shape))
+        np.broadcast_shapes(tuple(x.shape), tuple(slope.shape))
     except ValueError:
-        shape = None
-    if shape != tuple(x.shape):
-        raise ValueError(f"prelu: slope of shape {slope.shape} does not broadcast to x's shape {x.shape}")
+        raise ValueError(f"prelu: shapes of x {x.shape} and slope {slope.shape} do not broadcast") from None
     return PRelu()(x, slope)[0]

@@ -62,13 +62,17 @@ class OneHot(Operation):
         return None
 
 
-def onehot(axis: int, indices: Tensor, depth: int, values: Sequence[float] | Any) -> Tensor:
+def onehot(axis: int, indices: Tensor, depth: int | Any, values: Sequence[float] | Any) -> Tensor:
     """One-hot encode ``indices`` (SINGA's argument order; ONNX OneHot): the output has
     a new axis of size ``depth`` at ``axis`` (-1: last), holding ``values[1]`` at each
-    index and ``values[0]`` elsewhere. Indices lie in [-depth, depth); negative ones
+    index and ``values[0]`` elsewhere; ``depth`` is an int or a one-element array or
+    Tensor (ONNX's form). Indices lie in [-depth, depth); negative ones
     count from the end. The output takes the dtype of ``values`` when it is an array or
     Tensor, float32 for a list or tuple (SINGA's)."""
-    depth = int(depth)
+    depth_arr = np.asarray(depth.to_numpy() if isinstance(depth, Tensor) else depth).reshape(-1)
+    if depth_arr.size != 1:
+        raise ValueError(f"onehot: depth must be one number, got {depth_arr.tolist()}")
+    depth = int(depth_arr[0])
     r = indices.ndim()
     if depth < 1 or not -r - 1 <= axis <= r:
         raise ValueError(

@@ -335,7 +335,11 @@ def global_avg_pool(x: Tensor) -> Tensor:
 def globalaveragepool(x: Tensor, data_format: str = "channels_first") -> Tensor:
     """Mean over the spatial axes of ``x``, kept as size-1 axes (SINGA's name; ONNX
     GlobalAveragePool): (N, C, d1, ..., dk) -> (N, C, 1, ..., 1) for "channels_first",
-    (N, d1, ..., dk, C) -> (N, 1, ..., 1, C) for "channels_last"; any k >= 1."""
+    (N, d1, ..., dk, C) -> (N, 1, ..., 1, C) for "channels_last" (SINGA's tests also
+    write "channel_last"); any k >= 1."""
+    data_format = {"channel_first": "channels_first", "channel_last": "channels_last"}.get(
+        data_format, data_format
+    )
     if data_format not in ("channels_first", "channels_last"):
         raise ValueError(
             f"globalaveragepool: data_format must be 'channels_first' or 'channels_last', got {data_format!r}"

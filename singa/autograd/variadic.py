@@ -1,7 +1,8 @@
 """Elementwise operators over any number of tensors (ONNX Max, Min, Sum, Mean).
 
 The inputs broadcast together as numpy does and must share one dtype. Each input's
-gradient is summed back to its own shape.
+gradient is summed back to its own shape; with one input ``backward`` returns that
+gradient itself (not a 1-tuple), as SINGA's operators do.
 
 ``max`` / ``min``: where several inputs tie for the extreme value, the gradient is
 shared equally among them (as ``maximum``/``minimum`` split it at ties of two).
@@ -45,9 +46,10 @@ class _Extreme(Operation):
         hits = [x == y for x in xs]
         count = reduce(lambda a, b: a + b, [h.astype(dy.dtype) for h in hits])
         share = dy / count
-        return tuple(
+        dxs = tuple(
             unbroadcast(share * h, x.shape) if need else None for x, h, need in zip(xs, hits, self.needs_grad)
         )
+        return dxs if len(dxs) > 1 else dxs[0]
 
 
 class Max(_Extreme):
@@ -72,7 +74,8 @@ class Sum(Operation):
         return y.copy() if len(xs) == 1 else y
 
     def backward(self, dy):
-        return tuple(unbroadcast(dy, s) if n else None for s, n in zip(self.cache, self.needs_grad))
+        dxs = tuple(unbroadcast(dy, s) if n else None for s, n in zip(self.cache, self.needs_grad))
+        return dxs if len(dxs) > 1 else dxs[0]
 
 
 class Mean(Sum):

@@ -329,10 +329,14 @@ def test_prelu_singa_class_and_gradient_at_zero():
     np.testing.assert_array_equal(ds, [-2.0])
 
 
-def test_prelu_slope_must_broadcast_to_x():
-    with pytest.raises(
-        ValueError, match=r"^prelu: slope of shape \(3, 4\) does not broadcast to x's shape \(4,\)"
-    ):
-        autograd.prelu(T(np.ones(4)), T(np.ones((3, 4))))
+def test_prelu_shapes_broadcast_both_ways_as_singa():
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.1, 1, (1, 4, 1, 6)) * rng.choice([-1, 1], (1, 4, 1, 6))
+    s = rng.uniform(0, 1, (3, 1, 5, 6))
+    y = autograd.prelu(T(x), T(s))
+    np.testing.assert_allclose(y.to_numpy(), np.where(x > 0, x, x * s))
+    gradcheck(autograd.prelu, [x, s])
+    with pytest.raises(ValueError, match=r"^prelu: shapes of x \(4,\) and slope \(3,\) do not broadcast"):
+        autograd.prelu(T(np.ones(4)), T(np.ones(3)))
     with pytest.raises(ValueError, match=r"^prelu: needs inputs of one dtype"):
         autograd.prelu(T(np.ones(4)), T(np.ones(4), dtype=np.float32))

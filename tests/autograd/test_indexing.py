@@ -109,3 +109,12 @@ def test_scatter_elements_errors():
         autograd.scatter_elements(x, [[0]], [[1.0]], 2)
     with pytest.raises(ValueError, match=r"^scatter_elements: reduction must be"):
         autograd.scatter_elements(x, [[0]], [[1.0]], 0, "max")
+
+
+def test_onehot_depth_as_a_one_element_array_or_tensor():
+    want = np.eye(10, dtype=np.float32)[[1, 9]] * 2 + 1
+    for depth in (np.array([10], np.float32), T(np.array([10], np.int64)), 10):
+        y = autograd.onehot(-1, T([1.0, 9.0], np.float32), depth, np.array([1, 3], np.float32))
+        np.testing.assert_array_equal(y.to_numpy(), want)
+    with pytest.raises(ValueError, match=r"^onehot: depth must be one number"):
+        autograd.onehot(-1, T([1]), [2, 3], [0, 1])

@@ -324,6 +324,12 @@ def test_globalaveragepool_any_rank_and_both_formats(shape, fmt):
     gradcheck(lambda t: autograd.GlobalAveragePool(fmt)(t)[0], [x])
 
 
+def test_globalaveragepool_singa_spelling_channel_last():
+    x = np.arange(9.0).reshape(1, 3, 3, 1)
+    y = autograd.globalaveragepool(T(x), "channel_last")
+    np.testing.assert_array_equal(y.to_numpy(), [[[[4.0]]]])
+
+
 def test_globalaveragepool_errors():
     with pytest.raises(ValueError, match=r"^globalaveragepool: data_format must be"):
         autograd.globalaveragepool(T(np.ones((1, 2, 3))), "nchw")
