@@ -1,8 +1,9 @@
 """Index-driven operators: one-hot encoding, the positions of nonzero entries and
 scattering values into a tensor along an axis (ONNX OneHot, NonZero, ScatterElements).
 
-Indices may be negative (counted from the end of their axis); out-of-range indices
-raise ValueError naming the operator before anything runs.
+Indices may be negative (counted from the end of their axis). Out-of-range scatter
+indices raise ValueError naming the operator before anything runs; a one-hot index out
+of range gives a row of off-values (ONNX's rule).
 
 Example::
 
@@ -39,8 +40,9 @@ def _check_range(name: str, idx: Any, n: int, what: str) -> None:
 
 # ----- onehot ----------------------------------------------------------------------------------
 class OneHot(Operation):
-    """y[..., k, ...] = values[1] where k == indices[...] (mod depth), values[0] elsewhere;
-    the new axis of size ``depth`` sits at ``axis`` of the output. Not differentiable."""
+    """y[..., k, ...] = values[1] where k == indices[...] (mod depth), values[0] elsewhere
+    (everywhere for an index outside [-depth, depth)); the new axis of size ``depth``
+    sits at ``axis`` of the output. Not differentiable."""
 
     def __init__(self, axis: int, depth: int, values: Any):
         super().__init__()
@@ -54,7 +56,8 @@ class OneHot(Operation):
         axis = self.axis + r + 1 if self.axis < 0 else self.axis
         idx = xp.mod(indices.astype(np.int64), self.depth)
         shape = (1,) * axis + (self.depth,) + (1,) * (r - axis)
-        hot = xp.expand_dims(idx, axis) == xp.arange(self.depth).reshape(shape)
+        valid = (indices >= -self.depth) & (indices < self.depth)
+        hot = xp.expand_dims(xp.where(valid, idx, -1), axis) == xp.arange(self.depth).reshape(shape)
         off, on = xp.asarray(self.values)[0], xp.asarray(self.values)[1]
         return xp.where(hot, on, off)
 
@@ -66,9 +69,10 @@ def onehot(axis: int, indices: Tensor, depth: int | Any, values: Sequence[float]
     """One-hot encode ``indices`` (SINGA's argument order; ONNX OneHot): the output has
     a new axis of size ``depth`` at ``axis`` (-1: last), holding ``values[1]`` at each
     index and ``values[0]`` elsewhere; ``depth`` is an int or a one-element array or
-    Tensor (ONNX's form). Indices lie in [-depth, depth); negative ones
-    count from the end. The output takes the dtype of ``values`` when it is an array or
-    Tensor, float32 for a list or tuple (SINGA's)."""
+    Tensor (ONNX's form). Negative indices count from the end; an index outside
+    [-depth, depth) gives ``values[0]`` all along the new axis (ONNX's rule). The
+    output takes the dtype of ``values`` when it is an array or Tensor, float32 for a
+    list or tuple (SINGA's)."""
     depth_arr = np.asarray(depth.to_numpy() if isinstance(depth, Tensor) else depth).reshape(-1)
     if depth_arr.size != 1:
         raise ValueError(f"onehot: depth must be one number, got {depth_arr.tolist()}")
@@ -86,7 +90,6 @@ def onehot(axis: int, indices: Tensor, depth: int | Any, values: Sequence[float]
     ind = indices.data
     if ind.dtype.kind == "f" and (ind != ind.astype(np.int64)).any():
         raise ValueError("onehot: indices must be whole numbers")
-    _check_range("onehot", ind, depth, "depth")
     return OneHot(int(axis), depth, vals.reshape(2))(indices)[0]
 
 
@@ -127,9 +130,14 @@ def _scatter_key(xp: Any, idx: Any, axis: int, n: int) -> tuple:
     return tuple(key)
 
 
+_UFUNCS = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
+
+
 class ScatterElements(Operation):
-    """ONNX ScatterElements: y = x with y[key(j)] = updates[j] ("none") or
-    += updates[j] ("add"), key(j) putting ``indices[j]`` on ``axis``.
+    """ONNX ScatterElements: y = x with y[key(j)] = updates[j] ("none"), or combined
+    with it by "add", "mul", "max" or "min", key(j) putting ``indices[j]`` on ``axis``.
+    Only "none" and "add" are differentiated (backward raises NotImplementedError for
+    the others).
 
     Gradients: dx = dy with the overwritten positions zeroed ("none") or dy ("add");
     dupdates = dy gathered at the same positions (as PyTorch's scatter, which assumes
@@ -149,15 +157,19 @@ class ScatterElements(Operation):
         ax = self.axis % x.ndim
         key = _scatter_key(xp, indices.astype(np.int64, copy=False), ax, x.shape[ax])
         y = x.copy()
-        if self.reduction == "add":
-            xp.add.at(y, key, updates)
-        else:
+        if self.reduction == "none":
             y[key] = updates
+        else:
+            getattr(xp, _UFUNCS[self.reduction]).at(y, key, updates)
         if self.requires_grad:
             self.cache = key
         return y
 
     def backward(self, dy):
+        if self.reduction not in ("none", "add"):
+            raise NotImplementedError(
+                f"scatter_elements: no gradient for reduction {self.reduction!r} (only 'none' and 'add')"
+            )
         key = self.cache
         dx = du = None
         if self.needs_grad[0]:
@@ -172,8 +184,10 @@ class ScatterElements(Operation):
 
 def _check_scatter(x: Tensor, ind: Tensor, upd: Tensor, axis: int, reduction: str) -> int:
     r = x.ndim()
-    if reduction not in ("none", "add"):
-        raise ValueError(f"scatter_elements: reduction must be 'none' or 'add', got {reduction!r}")
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise ValueError(
+            f"scatter_elements: reduction must be 'none', 'add', 'mul', 'max' or 'min', got {reduction!r}"
+        )
     if not -r <= axis < r:
         raise ValueError(f"scatter_elements: axis {axis} is out of range for x of shape {x.shape}")
     ax = axis % r
@@ -192,7 +206,9 @@ def _check_scatter(x: Tensor, ind: Tensor, upd: Tensor, axis: int, reduction: st
 def scatter_elements(x: Tensor, indices: Any, updates: Any, axis: int = 0, reduction: str = "none") -> Tensor:
     """ONNX ScatterElements: a copy of ``x`` in which, for every position j of
     ``indices``, the element at j with its ``axis`` coordinate replaced by
-    ``indices[j]`` is set to ``updates[j]`` (``reduction="add"``: increased by it).
+    ``indices[j]`` is set to ``updates[j]`` (``reduction`` "add", "mul", "max", "min":
+    combined with it; repeated positions combine every update; only "none" and "add"
+    have gradients).
     ``indices`` (integers, may be negative) and ``updates`` have one shape, of x's
     rank; both may be Tensors, arrays or lists. ``x`` and ``updates`` are
     differentiated."""

@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from singa import autograd
-from singa.autograd import pooling, reduction
+from singa.autograd import pooling
 from singa.sonnx.context import ExportContext, ExportError, NodeContext, builds
 from singa.tensor import Tensor
 
@@ -109,13 +108,10 @@ def convert_global_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, 
 # ----- import --------------------------------------------------------------------------------
 
 
-@builds(pooling.GlobalAveragePool, reduction.ReduceMean)
+@builds(pooling.GlobalAveragePool)
 def handle_global_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
     """GlobalAveragePool: mean over every spatial axis, kept as size 1."""
-    x = xs[0]
-    if x.ndim() == 4:
-        return autograd.global_avg_pool(x)
-    return autograd.reduce_mean(x, list(range(2, x.ndim())), 1)
+    return pooling.globalaveragepool(xs[0])
 
 
 # ----- tables --------------------------------------------------------------------------------

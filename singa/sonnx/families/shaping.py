@@ -422,12 +422,6 @@ def handle_where(ctx: NodeContext, xs: list) -> Tensor:
 
 
 @builds()
-def handle_identity(ctx: NodeContext, xs: list) -> Tensor:
-    """Identity."""
-    return xs[0]
-
-
-@builds()
 def handle_constant(ctx: NodeContext, xs: list) -> Tensor:
     """Constant from ``value`` or ``value_float(s)`` / ``value_int(s)``."""
     a = ctx.attrs
@@ -446,27 +440,6 @@ def handle_constant(ctx: NodeContext, xs: list) -> Tensor:
     if arr.dtype.kind not in "biuf":
         raise ctx.unsupported(f"element type {arr.dtype}")
     return ctx.const(arr)
-
-
-@builds()
-def handle_constant_of_shape(ctx: NodeContext, xs: list) -> Tensor:
-    """ConstantOfShape(value) (a float32 0 by default)."""
-    shape = _ints(ctx, xs[0])
-    v = ctx.attr("value")
-    fill = np.zeros(1, np.float32) if v is None else numpy_helper.to_array(v).reshape(-1)
-    return ctx.const(np.full(shape, fill[0], dtype=fill.dtype))
-
-
-@builds()
-def handle_shape(ctx: NodeContext, xs: list) -> Tensor:
-    """Shape with the optional start/end (opset 15)."""
-    shape = list(xs[0].shape)
-    r = len(shape)
-    start = int(ctx.attr("start", 0))
-    end = ctx.attr("end")
-    start = min(max(start + r if start < 0 else start, 0), r)
-    end = r if end is None else min(max(int(end) + r if int(end) < 0 else int(end), 0), r)
-    return ctx.const(np.asarray(shape[start:end], np.int64))
 
 
 @builds()
@@ -505,9 +478,6 @@ IMPORT = {
     "Expand": handle_expand,
     "Gather": handle_gather,
     "Where": handle_where,
-    "Identity": handle_identity,
     "Constant": handle_constant,
-    "ConstantOfShape": handle_constant_of_shape,
-    "Shape": handle_shape,
     "Size": handle_size,
 }
