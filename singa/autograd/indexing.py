@@ -133,6 +133,21 @@ def _scatter_key(xp: Any, idx: Any, axis: int, n: int) -> tuple:
 _UFUNCS = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 
 
+def _ufunc_at(xp: Any, name: str, a: Any, key: tuple, v: Any) -> None:
+    """``xp.<name>.at(a, key, v)`` (unbuffered: repeated positions combine every value),
+    through cupyx's scatter functions on cupy versions without ``ufunc.at``."""
+    ufunc = getattr(xp, name)
+    if hasattr(ufunc, "at"):
+        ufunc.at(a, key, v)
+        return
+    import cupyx  # pragma: no cover - old cupy
+
+    scatter = {"add": "scatter_add", "maximum": "scatter_max", "minimum": "scatter_min"}.get(name)
+    if scatter is None:
+        raise NotImplementedError(f"scatter_elements: reduction {name!r} needs a cupy with ufunc.at")
+    getattr(cupyx, scatter)(a, key, v)
+
+
 class ScatterElements(Operation):
     """ONNX ScatterElements: y = x with y[key(j)] = updates[j] ("none"), or combined
     with it by "add", "mul", "max" or "min", key(j) putting ``indices[j]`` on ``axis``.
@@ -160,7 +175,7 @@ class ScatterElements(Operation):
         if self.reduction == "none":
             y[key] = updates
         else:
-            getattr(xp, _UFUNCS[self.reduction]).at(y, key, updates)
+            _ufunc_at(xp, _UFUNCS[self.reduction], y, key, updates)
         if self.requires_grad:
             self.cache = key
         return y
