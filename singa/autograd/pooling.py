@@ -19,7 +19,6 @@ from typing import Any
 
 from singa.autograd import _im2col as im
 from singa.autograd.engine import Operation, array_module
-from singa.autograd.shaping import transpose
 from singa.tensor import Tensor
 
 __all__ = [
@@ -255,19 +254,26 @@ class AveragePooling2D(_Pooling):
 
 
 class GlobalAveragePool(Operation):
-    """y = mean over the spatial axes (all after the first two), keeping them as size 1:
-    (N, C, H, W) -> (N, C, 1, 1), (N, C, D, H, W) -> (N, C, 1, 1, 1)."""
+    """y = mean over the spatial axes, keeping them as size 1: those after the first two
+    ((N, C, H, W) -> (N, C, 1, 1), any number of spatial axes), or with
+    ``channels_last`` those between the first and the last ((N, H, W, C) -> (N, 1, 1, C))."""
+
+    def __init__(self, channels_last: bool = False):
+        super().__init__()
+        self.channels_last = channels_last
 
     def forward(self, x):
         if self.requires_grad:
-            self.cache = (x.shape, x.ndim == 4 and im.is_channels_last(x))
-        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+            self.cache = (x.shape, x.ndim == 4 and not self.channels_last and im.is_channels_last(x))
+        axes = tuple(range(1, x.ndim - 1)) if self.channels_last else tuple(range(2, x.ndim))
+        return x.mean(axis=axes, keepdims=True)
 
     def backward(self, dy):
         shape, nhwc = self.cache
         xp = array_module(dy)
         dx = im.alloc_nhwc(xp, shape, dy.dtype) if nhwc else xp.empty(shape, dtype=dy.dtype)
-        dx[...] = dy * (1.0 / math.prod(shape[2:]))
+        spatial = shape[1:-1] if self.channels_last else shape[2:]
+        dx[...] = dy * (1.0 / math.prod(spatial))
         return dx
 
 
@@ -349,11 +355,7 @@ def globalaveragepool(x: Tensor, data_format: str = "channels_first") -> Tensor:
         raise ValueError(
             f"globalaveragepool: x needs a batch, a channel and spatial axes, got shape {x.shape}"
         )
-    if data_format == "channels_first":
-        return GlobalAveragePool()(x)[0]
-    to_first = (0, r - 1, *range(1, r - 1))
-    y = GlobalAveragePool()(transpose(x, to_first))[0]
-    return transpose(y, (0, *range(2, r), 1))
+    return GlobalAveragePool(data_format == "channels_last")(x)[0]
 
 
 def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:

@@ -328,6 +328,8 @@ def test_globalaveragepool_singa_spelling_channel_last():
     x = np.arange(9.0).reshape(1, 3, 3, 1)
     y = autograd.globalaveragepool(T(x), "channel_last")
     np.testing.assert_array_equal(y.to_numpy(), [[[[4.0]]]])
+    # the result's creator is the pooling itself (SINGA's tests call its backward)
+    np.testing.assert_allclose(y.creator.backward(np.ones((1, 1, 1, 1))), np.full(x.shape, 1 / 9))
 
 
 def test_globalaveragepool_errors():

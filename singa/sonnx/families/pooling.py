@@ -101,8 +101,14 @@ class _PadView:
 
 
 def convert_global_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """GlobalAveragePool."""
-    ctx.node("GlobalAveragePool", ins, outs)
+    """GlobalAveragePool; channels-last as Transpose, GlobalAveragePool, Transpose."""
+    if not op.channels_last:
+        ctx.node("GlobalAveragePool", ins, outs)
+        return
+    r = xs[0].ndim
+    t = ctx.node("Transpose", ins, 1, perm=[0, r - 1, *range(1, r - 1)])[0]
+    y = ctx.node("GlobalAveragePool", [t], 1)[0]
+    ctx.node("Transpose", [y], outs, perm=[0, *range(2, r), 1])
 
 
 # ----- import --------------------------------------------------------------------------------
