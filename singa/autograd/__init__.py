@@ -44,6 +44,7 @@ from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.operators import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.pooling_nd import *  # noqa: E402,F403
 from singa.autograd.rearrange import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.resize import *  # noqa: E402,F403

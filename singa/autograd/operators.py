@@ -70,6 +70,7 @@ __all__ = [
     "Gather",
     "Where",
     "ScatterElements",
+    "Tile",
     "ReduceSum",
     "ReduceMean",
     "Dropout",
@@ -188,7 +189,7 @@ class Gather(_Adapter):
         self.axis, self.indices = axis, indices
 
     def run(self, x):
-        return shaping.gather(x, self.axis, self.indices)
+        return indexing.gather(x, self.axis, self.indices)
 
 
 class Where(_Adapter):
@@ -198,7 +199,7 @@ class Where(_Adapter):
         self.condition = condition
 
     def run(self, x, y):
-        return shaping.where(x, y, self.condition)
+        return indexing.where(x, y, self.condition)
 
 
 class ScatterElements(_Adapter):
@@ -209,6 +210,16 @@ class ScatterElements(_Adapter):
 
     def run(self, x):
         return indexing.scatter_elements(x, self.indices, self.updates, self.axis)
+
+
+class Tile(_Adapter):
+    """``Tile(repeats)(x)``: :func:`~singa.autograd.shaping.tile`."""
+
+    def __init__(self, repeats: int | Sequence[int]):
+        self.repeats = repeats
+
+    def run(self, x):
+        return shaping.tile(x, self.repeats)
 
 
 # ----- reductions, pooling, dropout --------------------------------------------------------

@@ -41,6 +41,7 @@ from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
+from singa.autograd import buffers
 from singa.autograd.engine import no_grad
 from singa.layer.base import Layer
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
@@ -67,7 +68,6 @@ class Model(Layer):
         self.graph_mode = False
         self.sequential = False
         self._graphs: OrderedDict = OrderedDict()
-        self._compiled = False
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -110,9 +110,7 @@ class Model(Layer):
         self.graph_mode = False
         try:
             with no_grad():
-                if not getattr(self, "_initialized", True):
-                    self.initialize(*inputs)
-                    self._initialized = True
+                self.ensure_initialized(*inputs)
                 self.forward(*inputs)
         finally:
             self.graph_mode, self.sequential = prev
@@ -120,7 +118,6 @@ class Model(Layer):
         for n, arr in before.items():
             if n in states:
                 states[n].data[...] = arr
-        self._compiled = True
         self.train(is_train)
         self.graph(use_graph, sequential)
 
@@ -148,9 +145,8 @@ class Model(Layer):
         ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
         nothing). In graph mode the call is traced or replayed."""
         training = self.training
-        if not training and not getattr(self, "_initialized", True):
-            self.initialize(*args, **kwargs)
-            self._initialized = True
+        if not training:
+            self.ensure_initialized(*args, **kwargs)
         fn = self.train_one_batch if training else self.forward
         prev = _ag.training
         _ag.training = training
@@ -240,16 +236,10 @@ class Model(Layer):
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the
-    operators' buffer pool (:func:`singa.autograd._im2col.scratch`) had to grow to
+    operators' buffer pool (:func:`singa.autograd.buffers.scratch`) had to grow to
     cover all of them at once; forget those buffers (arrays in use stay valid) so
     replays start from a pool sized by their own needs, as eager steps do."""
-    try:
-        from singa.autograd import _im2col
-    except ImportError:  # pragma: no cover
-        return
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    buffers.clear_scratch()
 
 
 def _distinct_arrays(tensors: list) -> list:

@@ -43,6 +43,7 @@ CASES = {
     "Split": (lambda a: autograd.Split(2, None, 2)(a)[1], lambda a: autograd.split(a, 2, 2)[1], [X]),
     "Slice": (lambda a: autograd.Slice([1], [3], [2])(a)[0], lambda a: autograd.slice(a, [1], [3], [2]), [X]),
     "Gather": (lambda a: autograd.Gather(1, [2, 0])(a)[0], lambda a: autograd.gather(a, 1, [2, 0]), [X]),
+    "Tile": (lambda a: autograd.Tile([1, 2, 1])(a)[0], lambda a: autograd.tile(a, [1, 2, 1]), [X]),
     "Where": (
         lambda a, b: autograd.Where(X[0] > 0)(a, b)[0],
         lambda a, b: autograd.where(a, b, X[0] > 0),

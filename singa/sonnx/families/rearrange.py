@@ -29,7 +29,8 @@ def convert_space_to_depth(ctx: ExportContext, op: Any, ins: list, outs: list, x
 
 def _batch_free(ctx: ExportContext, name: str, shape: tuple) -> list:
     """``shape`` with its leading (batch) entry 0, which Reshape copies from the input."""
-    return [0, *shape[1:]] if ctx.is_batch_major(name) else list(shape)
+    varying = ctx.varying(name)
+    return [0, *shape[1:]] if varying and varying[0] else list(shape)
 
 
 @builds(ra.DepthToSpace)
