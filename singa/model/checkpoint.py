@@ -54,6 +54,7 @@ from singa.model.checkpoint_format import (
 )
 from singa.model.checkpoint_io import CheckpointError
 from singa.model.checkpoint_lazy import CheckpointWarning
+from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
 __all__ = [
@@ -355,6 +356,7 @@ def _load(
 
     # optimizer
     opt = getattr(layer, "optimizer", None) if optimizer == "model" else optimizer
+    opt = unwrap_optimizer(opt)  # a DistOpt restores the optimizer it wraps
     opt_states = _optimizer_states(c)
     opt_now = None
     if opt_states is not None and opt is None:

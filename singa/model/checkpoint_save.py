@@ -20,6 +20,7 @@ from singa.model.checkpoint_format import (
     write_checkpoint,
 )
 from singa.model.checkpoint_io import CheckpointError, check_dtype, safe_name
+from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
 _MAX_JSON_DEPTH = 100
@@ -110,6 +111,7 @@ def save(
     with_rng: bool,
     compress: bool,
 ) -> str:
+    optimizer = unwrap_optimizer(optimizer)  # a DistOpt saves the optimizer it wraps
     entries: list[ArrayEntry] = []
     pending = _lazy.pending_of(layer) if layer is not None else None
     if layer is not None:
