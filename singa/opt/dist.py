@@ -64,6 +64,8 @@ class DistOpt:
         local_rank: this process's GPU (multiprocessing launch).
         world_size: the number of processes (multiprocessing launch).
         buffSize: SINGA's communication buffer size in elements (kept for the API).
+        communicator: an existing :class:`~singa.dist.Communicator` to use instead
+            of making one (the ranks are then its ranks).
 
     Attributes:
         world_size: the number of processes of the job.
@@ -80,6 +82,7 @@ class DistOpt:
         local_rank: int | None = None,
         world_size: int | None = None,
         buffSize: int = 4194304,
+        communicator: Communicator | None = None,
     ):
         if opt is None:
             from singa.opt.optimizers import SGD
@@ -88,7 +91,9 @@ class DistOpt:
         if isinstance(opt, DistOpt):
             raise TypeError("DistOpt: the optimizer is already a DistOpt")
         self.opt = opt
-        self.communicator = Communicator(nccl_id, local_rank, world_size, buffSize)
+        if communicator is None:
+            communicator = Communicator(nccl_id, local_rank, world_size, buffSize)
+        self.communicator = communicator
         self.world_size = self.communicator.world_size
         self.local_rank = self.communicator.local_rank
         self.global_rank = self.communicator.global_rank
