@@ -103,10 +103,10 @@ class DistRun:
         return Console(quiet, verbose) if self.is_main else SilentConsole()
 
     def only_main_writes(self, cfg: Any) -> None:
-        """Ranks other than 0 write no files."""
+        """Ranks other than 0 write no files and show no progress."""
         if not self.is_main:
             cfg.checkpoint = cfg.log = cfg.export_onnx = cfg.plot = None
-            cfg.no_plot = True
+            cfg.no_plot = cfg.quiet = True  # quiet: no progress bar either
 
     def rank_first(self, fn: Any) -> Any:
         """``fn()`` on rank 0 first (e.g. a download), then on the others."""

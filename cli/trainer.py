@@ -420,6 +420,7 @@ class Trainer:
                     state.epoch_time = t_prev + dt
                     state.train_time += dt
                 self.dist.add_sums(state)
+                flag.set = self.dist.agree(flag.set)  # a stop that came after the last step
                 if flag.set:
                     self._interrupted(state, log)
                 epoch_done = state.batch >= self.steps
