@@ -83,6 +83,8 @@ class Model(Layer):
         """Attach the optimizer that ``train_one_batch`` uses (``self.optimizer``)."""
         self.optimizer = optimizer
         self._graphs.clear()
+        if self._compiled:
+            self._share_rank0_states()
 
     # ----- configuration ---------------------------------------------------------------------
     def compile(
@@ -121,8 +123,16 @@ class Model(Layer):
             if n in states:
                 states[n].data[...] = arr
         self._compiled = True
+        self._share_rank0_states()
         self.train(is_train)
         self.graph(use_graph, sequential)
+
+    def _share_rank0_states(self) -> None:
+        """Data-parallel training: every rank starts from rank 0's states."""
+        from singa.opt.dist import DistOpt
+
+        if isinstance(self.optimizer, DistOpt):
+            self.optimizer.broadcast_params(self.get_states())
 
     def train(self, mode: bool = True) -> Model:
         """Training mode: calling the model runs ``train_one_batch``. Returns self."""

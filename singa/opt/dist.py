@@ -3,8 +3,10 @@
 Every rank runs the same model on its own shard of each batch; ``DistOpt`` sums the
 ranks' gradients with an all-reduce, divides by ``world_size`` (so the update uses
 the mean gradient of the global batch) and lets the wrapped optimizer update. The
-ranks start from rank 0's parameters (broadcast on the first update, as PyTorch's
-DDP does at construction) and stay bitwise identical.
+ranks start from rank 0's parameters and buffers (broadcast by ``Model.compile`` and
+``Model.set_optimizer``, as PyTorch's DDP does at construction; without the Model API
+by :meth:`DistOpt.broadcast_params` or, failing that, before the first update) and
+stay bitwise identical.
 
 Launch with ``mpiexec -n N python train.py`` (CPU arrays go through MPI, GPU arrays
 through NCCL), or make an :class:`~singa.dist.NcclIdHolder` and pass it with
@@ -295,18 +297,31 @@ class DistOpt:
             self.sparsInit = self.sparsInit or corr
         self.opt.step(dev)
 
-    def _sync_params(self, dev: Any, params: list) -> None:
-        """Once, before the first update: every rank takes rank 0's parameters."""
-        if self._synced:
-            return
+    def broadcast_params(self, tensors: Any) -> None:
+        """Give every rank rank 0's values of ``tensors`` (a list or dict of Tensors:
+        parameters and buffers), in place; a collective, so every rank calls it at the
+        same point. ``Model.compile`` and ``Model.set_optimizer`` call it with the
+        model's states; in a loop without the Model API call it once before training
+        (or seed every rank alike), else the first update is the only sync and its
+        gradients come from different parameters."""
+        tensors = list(tensors.values()) if isinstance(tensors, dict) else list(tensors)
         self._synced = True
-        arrays = [p.data for p in params]
+        if self.world_size == 1 or not tensors:
+            return
+        dev = tensors[0].device
+        arrays = [t.data for t in tensors]
         fn = functools.partial(_broadcast_into, self._engine(arrays[0]))
-        rec, dev.recorder = dev.recorder, None  # the first step only: not part of a replay
+        rec, dev.recorder = dev.recorder, None  # set-up, never part of a replay
         try:
             fn(self._token(dev.xp), *arrays)
         finally:
             dev.recorder = rec
+
+    def _sync_params(self, dev: Any, params: list) -> None:
+        """Before the first update, unless :meth:`broadcast_params` ran: rank 0's
+        parameters to every rank (they are identical from then on)."""
+        if not self._synced:
+            self.broadcast_params(params)
 
     def __repr__(self) -> str:
         return f"DistOpt({self.opt!r}, rank {self.global_rank} of {self.world_size})"
