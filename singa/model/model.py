@@ -243,9 +243,9 @@ class Model(Layer):
         self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True
     ) -> Any:
         """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`)."""
-        from singa import sonnx
+        from singa.sonnx import export as onnx_export
 
-        return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
 
 
 def _release_trace_buffers() -> None:

@@ -18,8 +18,9 @@ batch, see :mod:`singa.sonnx.trace`). Every forward operator call arrives as
 Output tensors computed earlier (``to_onnx([x], [y])``) are exported by tracing a replay
 of their recorded autograd graph (:mod:`singa.sonnx.recorded`).
 
-Each operator is converted by the converter registered for ``type(op)`` in the tables
-of the ``export_*`` modules (one per autograd family). A converter reads the
+Each operator is converted by the converter registered for ``type(op)`` in
+:data:`singa.sonnx.registry.EXPORT` (merged from the family modules of
+:mod:`singa.sonnx.families`). A converter reads the
 operator's attributes and emits nodes through :class:`ExportContext`.
 """
 
@@ -33,16 +34,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from singa.sonnx import passes, recorded, trace
+from singa.sonnx import passes, recorded, registry, trace
+from singa.sonnx.context import ExportContext, ExportError, batch_aware, host_array, onnx_dtype
 from singa.tensor import Tensor
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 11
-BATCH_DIM = "batch"
-
-
-class ExportError(RuntimeError):
-    """An operator (or a model) that cannot be exported to ONNX."""
 
 
 def max_opset() -> int:
@@ -57,171 +54,6 @@ def _check_opset(opset: int | None) -> int:
     if not MIN_OPSET <= opset <= max_opset():
         raise ValueError(f"ONNX export: opset {opset} is outside [{MIN_OPSET}, {max_opset()}]")
     return opset
-
-
-def _host(a: Any) -> np.ndarray:
-    """A numpy copy of a numpy or cupy array."""
-    if isinstance(a, np.ndarray | np.generic):
-        return np.asarray(a)
-    return a.get()
-
-
-def onnx_dtype(dtype: Any) -> int:
-    """The ONNX element type of a numpy dtype."""
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
-# ----------------------------------------------------------------------------------------------
-# Building the graph
-
-
-class ExportContext:
-    """What a converter sees: the opset, value names and shapes, and ways to add nodes.
-
-    Attributes:
-        opset: the default-domain opset being written.
-        dynamic_batch: axis 0 of the inputs is symbolic (the graph was traced twice).
-        batch, batch2: the batch sizes of the two traces (batch2 None without a
-            dynamic batch).
-        layer: the label of the layer the current operator came from.
-        op2, ins2, outs2: the current operator and its arrays in the second trace
-            (None without a dynamic batch).
-    """
-
-    def __init__(self, opset: int, dynamic_batch: bool, batch: int | None, batch2: int | None):
-        self.opset = opset
-        self.dynamic_batch = dynamic_batch
-        self.batch = batch
-        self.batch2 = batch2
-        self.nodes: list[onnx.NodeProto] = []
-        self.layer = ""
-        self.op2: Any = None
-        self.ins2: list | None = None
-        self.outs2: tuple | None = None
-        self._names: set[str] = set()
-        self._counter: dict[str, int] = {}
-        self._shapes: dict[str, tuple] = {}
-        self._shapes2: dict[str, tuple] = {}
-
-    # names --------------------------------------------------------------------------------
-    def reserve(self, name: str) -> str:
-        """Claim ``name`` (or ``name_1``, ... if taken) as a value name."""
-        base, k = name, 0
-        while name in self._names:
-            k += 1
-            name = f"{base}_{k}"
-        self._names.add(name)
-        return name
-
-    def fresh(self, hint: str = "t") -> str:
-        """A new unique value name."""
-        k = self._counter.get(hint, 0)
-        while f"{hint}_{k}" in self._names:
-            k += 1
-        self._counter[hint] = k + 1
-        return self.reserve(f"{hint}_{k}")
-
-    # shapes -------------------------------------------------------------------------------------
-    def set_shapes(self, name: str, shape: tuple, shape2: tuple | None) -> None:
-        """Record the shapes of value ``name`` in the two traces."""
-        self._shapes[name] = tuple(shape)
-        if shape2 is not None:
-            self._shapes2[name] = tuple(shape2)
-
-    def shape(self, name: str) -> tuple:
-        """The traced shape of value ``name``."""
-        return self._shapes[name]
-
-    def varying(self, name: str) -> tuple:
-        """Per axis of value ``name``: whether its size depends on the batch size."""
-        s1 = self._shapes.get(name, ())
-        s2 = self._shapes2.get(name)
-        if not self.dynamic_batch or s2 is None or len(s2) != len(s1):
-            return (False,) * len(s1)
-        return tuple(a != b for a, b in zip(s1, s2))
-
-    def is_batch_major(self, name: str) -> bool:
-        """True when axis 0 of value ``name`` depends on the batch size."""
-        v = self.varying(name)
-        return bool(v) and v[0]
-
-    def dims(self, name: str) -> list:
-        """ONNX dims of value ``name``: ints, "batch" where the size is the batch
-        size in both traces, ``<name>_dim<i>`` for other batch-dependent sizes."""
-        s1 = self._shapes[name]
-        s2 = self._shapes2.get(name, s1)
-        out: list = []
-        for i, (a, b) in enumerate(zip(s1, s2)):
-            if a == b or not self.dynamic_batch:
-                out.append(int(a))
-            elif (a, b) == (self.batch, self.batch2):
-                out.append(BATCH_DIM)
-            else:
-                out.append(f"{name}_dim{i}")
-        return out
-
-    # nodes ----------------------------------------------------------------------------------
-    def node(
-        self,
-        op_type: str,
-        inputs: Sequence[str],
-        outputs: Sequence[str] | int = 1,
-        domain: str = "",
-        **attrs: Any,
-    ) -> list[str]:
-        """Add a node; ``outputs`` are names, or a count of fresh names to create.
-        Attributes with value None are left out. Returns the output names."""
-        if isinstance(outputs, int):
-            outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
-        attrs = {k: v for k, v in attrs.items() if v is not None}
-        label = self.layer.split(" ")[0] if self.layer else ""
-        name = f"{label}/{op_type}_{len(self.nodes)}" if label else f"{op_type}_{len(self.nodes)}"
-        self.nodes.append(
-            helper.make_node(op_type, list(inputs), list(outputs), name=name, domain=domain, **attrs)
-        )
-        return list(outputs)
-
-    def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
-        """A ``Constant`` node holding ``value``; returns its output name."""
-        arr = np.asarray(_host(value) if not isinstance(value, list | tuple | int | float) else value)
-        if dtype is not None:
-            arr = arr.astype(dtype)
-        name = self.fresh(hint)
-        tensor = numpy_helper.from_array(np.ascontiguousarray(arr), name)
-        self.nodes.append(helper.make_node("Constant", [], [name], name=f"{name}_node", value=tensor))
-        return name
-
-    def ints(self, values: Sequence[int], hint: str = "ints") -> str:
-        """A 1-D int64 constant (shapes, axes, pads)."""
-        return self.const(np.asarray(list(values), dtype=np.int64).reshape(-1), hint=hint)
-
-    def axes_arg(self, op_type: str, axes: Sequence[int] | None, since: int) -> tuple[list, dict]:
-        """Axes as an input (``opset >= since``) or an attribute: returns (extra inputs, attrs)."""
-        if axes is None:
-            return [], {}
-        axes = [int(a) for a in axes]
-        if self.opset >= since:
-            return [self.ints(axes, "axes")], {}
-        return [], {"axes": axes}
-
-    def error(self, op: Any, why: str) -> ExportError:
-        """An ExportError naming the operator and the layer it came from."""
-        where = f" in layer {self.layer}" if self.layer else ""
-        return ExportError(f"ONNX export: operator {type(op).__name__}{where}: {why}")
-
-
-def batch_aware(fn: Callable) -> Callable:
-    """Mark a converter that handles operator attributes depending on the batch size
-    itself (it compares ``op`` with ``ctx.op2``); for the others such attributes are an
-    ExportError."""
-    fn.batch_aware = True
-    return fn
-
-
-def _converter_table() -> dict:
-    from singa.sonnx import converters
-
-    return converters.CONVERTERS
 
 
 def _input_names(names: Sequence[str] | None, n: int, base: str) -> list[str]:
@@ -249,7 +81,7 @@ def _convert(
     dynamic = tr2 is not None
     batch = inputs[0].shape[0] if dynamic else None
     ctx = ExportContext(opset, dynamic, batch, batch + 1 if dynamic else None)
-    table = _converter_table()
+    table = registry.EXPORT
     names: dict[int, str] = {}
     graph_inputs = []
     for i, (t, n) in enumerate(zip(inputs, _input_names(input_names, len(inputs), "input"))):
@@ -266,7 +98,7 @@ def _convert(
             continue
         n = ctx.reserve(pname)
         names[key] = n
-        arr = _host(arrays_by_id[key])
+        arr = host_array(arrays_by_id[key])
         ctx.set_shapes(n, arr.shape, arr.shape)
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), n))
 
