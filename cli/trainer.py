@@ -127,6 +127,20 @@ class _SigintFlag:
                 signal.signal(STOP_SIGNAL, self._prev_stop)
 
 
+#: the settings a resumed run takes from its checkpoint unless given again
+_RESUMED_SETTINGS = (
+    "model",
+    "data",
+    "batch_size",
+    "optimizer",
+    "scheduler",
+    "warmup",
+    "seed",
+    "epochs",
+    "precision",
+)
+
+
 def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
     """Validation batches: at least 256 samples for images up to 64x64 (fewer, larger
     matrix products), the training batch size for larger images (memory)."""
@@ -181,7 +195,7 @@ class Trainer:
             )
         stored = run["config"]
         differ = []
-        for key in ("model", "data", "batch_size", "optimizer", "scheduler", "warmup", "seed", "epochs"):
+        for key in _RESUMED_SETTINGS:
             if key not in stored:
                 continue
             if key in self.explicit:
@@ -257,6 +271,7 @@ class Trainer:
                 is_train=True,
                 use_graph=cfg.graph,
                 sequential=cfg.sequential,
+                precision=cfg.precision,
             )
         except ValueError as e:
             raise CliError(
@@ -331,6 +346,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
             f"of {self.steps} steps, "

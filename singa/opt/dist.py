@@ -218,6 +218,11 @@ class DistOpt:
         """Block until queued communication has finished (GPU streams)."""
         self.communicator.wait()
 
+    def all_reduce_any(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is True on any rank (what
+        :class:`~singa.opt.LossScaler` asks, so that all ranks skip a step together)."""
+        return self.communicator.agree(flag)
+
     # ----- training steps -------------------------------------------------------------------------
     def __call__(self, loss: Tensor) -> None:
         """``backward_and_update(loss)``."""

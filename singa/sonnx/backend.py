@@ -185,6 +185,24 @@ class OnnxGraph:
         then the values named in ``extra``. With ``stop`` (a node index, see
         :meth:`cut`) only the nodes up to it run, and its outputs replace the graph
         outputs."""
+        env = self._environment(feeds, params)
+        states = frozenset(id(t.data) for t in params.values())
+        nodes = zip(self.contexts(training), self.handlers)
+        if stop is not None:
+            nodes = list(nodes)[: stop + 1]
+        for ctx, fn in nodes:
+            if not self._is_state_constant(ctx, params):
+                ctx.states = states
+                self._run_node(ctx, fn, env)
+        unknown = [n for n in extra if n not in env]
+        if unknown:
+            where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
+            raise ValueError(f"ONNX run: no value named {unknown} {where}")
+        outs = self.output_names if stop is None else [n for n in self.model.graph.node[stop].output if n]
+        return [env[n] for n in list(outs) + list(extra)]
+
+    def _environment(self, feeds: Mapping[str, Tensor], params: Mapping[str, Tensor]) -> dict[str, Any]:
+        """The values known before any node runs: inputs, initializers, states."""
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"ONNX run: no value given for graph input(s) {missing}")
@@ -195,35 +213,27 @@ class OnnxGraph:
             if name in params:
                 env[name] = params[name]
         env.update(feeds)
-        states = frozenset(id(t.data) for t in params.values())
-        nodes = zip(self.contexts(training), self.handlers)
-        if stop is not None:
-            nodes = list(nodes)[: stop + 1]
-        for ctx, fn in nodes:
-            if (
-                ctx.op_type == "Constant"
-                and ctx.node.output[0] in self.state_constants
-                and ctx.node.output[0] in params
-            ):
-                continue  # a state of the model (see state_constants)
-            ctx.states = states
-            xs = []
-            for n in ctx.node.input:
-                if n not in env:
-                    raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
-                xs.append(env[n])
-            ys = fn(ctx, xs)
-            if isinstance(ys, Tensor):
-                ys = (ys,)
-            for n, y in zip(ctx.node.output, ys):
-                if n:
-                    env[n] = y
-        unknown = [n for n in extra if n not in env]
-        if unknown:
-            where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
-            raise ValueError(f"ONNX run: no value named {unknown} {where}")
-        outs = self.output_names if stop is None else [n for n in self.model.graph.node[stop].output if n]
-        return [env[n] for n in list(outs) + list(extra)]
+        return env
+
+    def _is_state_constant(self, ctx: NodeContext, params: Mapping[str, Tensor]) -> bool:
+        """A Constant node whose value is a state of the model (see state_constants)."""
+        out = ctx.node.output[0] if ctx.node.output else ""
+        return ctx.op_type == "Constant" and out in self.state_constants and out in params
+
+    @staticmethod
+    def _run_node(ctx: NodeContext, fn: Handler, env: dict[str, Any]) -> None:
+        """Evaluate one node, reading its inputs from ``env`` and writing its outputs."""
+        xs = []
+        for n in ctx.node.input:
+            if n not in env:
+                raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
+            xs.append(env[n])
+        ys = fn(ctx, xs)
+        if isinstance(ys, Tensor):
+            ys = (ys,)
+        for n, y in zip(ctx.node.output, ys):
+            if n:
+                env[n] = y
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp

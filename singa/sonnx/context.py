@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from singa import autograd
-from singa.autograd import _im2col
+from singa.autograd import conv_geometry
 from singa.tensor import Tensor
 
 BATCH_DIM = "batch"
@@ -83,6 +83,14 @@ class ExportContext:
         self._names.add(name)
         return name
 
+    def taken(self, name: str) -> bool:
+        """True when ``name`` is already a value name."""
+        return name in self._names
+
+    def claim(self, name: str) -> None:
+        """Claim ``name`` exactly (a graph output's requested name)."""
+        self._names.add(name)
+
     def fresh(self, hint: str = "t") -> str:
         """A new unique value name."""
         k = self._counter.get(hint, 0)
@@ -98,6 +106,11 @@ class ExportContext:
         if shape2 is not None:
             self._shapes2[name] = tuple(shape2)
 
+    @property
+    def shapes(self) -> dict[str, tuple]:
+        """The traced shape of every value named so far."""
+        return self._shapes
+
     def shape(self, name: str) -> tuple:
         """The traced shape of value ``name``."""
         return self._shapes[name]
@@ -109,11 +122,6 @@ class ExportContext:
         if not self.dynamic_batch or s2 is None or len(s2) != len(s1):
             return (False,) * len(s1)
         return tuple(a != b for a, b in zip(s1, s2))
-
-    def is_batch_major(self, name: str) -> bool:
-        """True when axis 0 of value ``name`` depends on the batch size."""
-        v = self.varying(name)
-        return bool(v) and v[0]
 
     def dims(self, name: str) -> list:
         """ONNX dims of value ``name``: ints, "batch" where the size is the batch
@@ -333,5 +341,4 @@ def spatial_pads(ctx: NodeContext, in_sizes: tuple, kernel: list, strides: list,
         return [0] * (2 * nd)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ctx.unsupported(f"auto_pad {auto!r}")
-    begin, end = _im2col.same_pads(auto, in_sizes, kernel, strides, dilations)
-    return begin + end
+    return list(conv_geometry.same_pads(auto, in_sizes, kernel, strides, dilations))

@@ -2,12 +2,19 @@
 and every import handler built from exportable autograd operators."""
 
 import inspect
+import warnings
 
+import onnx
 import pytest
+from onnx import numpy_helper
 
+from singa import device
+from singa.autograd.elementwise import Cast
 from singa.autograd.engine import Operation
-from singa.sonnx import registry
+from singa.sonnx import backend, registry
+from singa.sonnx.context import UnsupportedOperator
 from singa.sonnx.families import shape as shape_family
+from singa.sonnx.trace import Tracer
 
 
 def family_name(module) -> str:
@@ -45,3 +52,48 @@ def test_tables_are_the_union_of_the_families():
     assert {family_name(f) for f in registry.FAMILIES} >= {
         cls.__module__.rsplit(".", 1)[1] for cls in registry.EXPORT
     }
+
+
+def _single_node_cases() -> list:
+    """The ONNX backend node tests made of one node whose op type we import."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    return [
+        c
+        for c in cases
+        if len(c.model.graph.node) == 1
+        and c.model.graph.node[0].op_type in registry.IMPORT
+        and c.model.graph.node[0].domain in ("", "ai.onnx")
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_import_handlers_build_only_what_they_declare():
+    """Run the single-node ONNX test cases under a recorder: every operator a handler
+    builds is one it declares (or a Cast that keeps the node's dtype)."""
+    dev = device.get_default_device()
+    undeclared: dict[str, set] = {}
+    ran = 0
+    for case in _single_node_cases():
+        op_type = case.model.graph.node[0].op_type
+        inputs = [
+            numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v for v in case.data_sets[0][0]
+        ]
+        tracer = Tracer()
+        dev.recorder = tracer
+        try:
+            backend.prepare(case.model, dev).run(inputs)
+        except (UnsupportedOperator, TypeError, ValueError):
+            continue  # not a case we run (see test_conformance for which and why)
+        finally:
+            dev.recorder = None
+        ran += 1
+        allowed = set(registry.IMPORT[op_type].builds) | {Cast}
+        extra = {type(r.op).__name__ for r in tracer.records if type(r.op) not in allowed}
+        if extra:
+            undeclared.setdefault(op_type, set()).update(extra)
+    assert ran > 100
+    assert not undeclared, repr(undeclared)

@@ -91,7 +91,7 @@ def handle_pow(ctx: NodeContext, xs: list) -> Tensor:
 
 
 def _variadic_handler(fn, op: type):
-    @builds(op)
+    @builds(op, ew.Mul)
     def handle(ctx: NodeContext, xs: list) -> Tensor:
         xs = [x for x in xs if x is not None]
         y = xs[0]
@@ -104,7 +104,7 @@ def _variadic_handler(fn, op: type):
     return handle
 
 
-@builds(ew.Add, ew.Div)
+@builds(ew.Add, ew.Div, ew.Mul)
 def handle_mean(ctx: NodeContext, xs: list) -> Tensor:
     """Mean of the inputs (broadcast)."""
     s = _variadic_handler(ew.add, ew.Add)(ctx, xs)
