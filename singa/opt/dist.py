@@ -118,6 +118,20 @@ class DistOpt:
         self.opt.lr = value
 
     @property
+    def loss_scaler(self) -> None:
+        """Always None: loss scaling (``precision="mixed"``) is not wired into the
+        distributed steps yet."""
+        return None
+
+    @loss_scaler.setter
+    def loss_scaler(self, scaler: Any) -> None:
+        if scaler is not None:
+            raise NotImplementedError(
+                "DistOpt: loss scaling (precision='mixed') is not supported with data-parallel "
+                "training yet; use precision 'float32' or 'float16'"
+            )
+
+    @property
     def step_counter(self) -> int:
         """The wrapped optimizer's completed steps."""
         return self.opt.step_counter

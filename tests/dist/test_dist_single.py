@@ -114,3 +114,14 @@ def test_children_that_succeed_are_simply_joined():
     for p in procs:
         p.start()
     assert join_processes(procs, poll=0.1) == [0, 0]
+
+
+def test_mixed_precision_with_distopt_is_refused_clearly():
+    from singa import opt, tensor, zoo
+
+    m = zoo.create("mlp", num_classes=4, num_channels=1)
+    m.set_optimizer(opt.DistOpt(opt.SGD(0.1)))
+    x = tensor.from_numpy(np.zeros((2, 1, 8, 8), np.float32))
+    with pytest.raises(NotImplementedError, match="precision='mixed'"):
+        m.compile([x], is_train=True, precision="mixed")
+    assert m.optimizer.loss_scaler is None and m.optimizer.all_reduce_any(True)
