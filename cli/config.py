@@ -79,6 +79,7 @@ class TrainConfig:
     device: str = "cpu"
     seed: int = 0
     max_steps: int | None = None
+    val_steps: int | None = None
     checkpoint: str | None = None
     resume: str | None = None
     export_onnx: str | None = None

@@ -143,15 +143,15 @@ class DistRun:
             state.loss_sum, state.correct, state.seen = total[0], int(total[1]), int(total[2])
 
     def evaluate(
-        self, evaluate: Any, model: Any, loader: data.DataLoader, dev: Any, stop: Any
+        self, evaluate: Any, model: Any, loader: data.DataLoader, dev: Any, stop: Any, **kw: Any
     ) -> tuple[float, float]:
         """Validation loss and accuracy over every rank's shard, by ``evaluate`` (the
-        trainer's :func:`cli.common.evaluate`). In one process ``stop()`` may end it
-        early; ranks stop at the next step instead."""
+        trainer's :func:`cli.common.evaluate`, given ``kw``). In one process ``stop()``
+        may end it early; ranks stop at the next step instead."""
         if not self.distributed:
-            loss, acc, _ = evaluate(model, loader, dev, stop=stop)
+            loss, acc, _ = evaluate(model, loader, dev, stop=stop, **kw)
             return loss, acc
-        loss, acc, n = evaluate(model, loader, dev)
+        loss, acc, n = evaluate(model, loader, dev, **kw)
         sums = [loss * n if n else 0.0, acc * n if n else 0.0, float(n)]
         total = self.comm.sum_scalars(sums)
         if total[2] == 0:

@@ -40,6 +40,7 @@ from cli.common import (
 from cli.config import TrainConfig
 from cli.dist import DistRun
 from cli.errors import CliError, Interrupted
+from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
 from singa import data, tensor
 from singa.dist.launch import STOP_SIGNAL
@@ -150,6 +151,10 @@ def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
 
 def _finite(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Trainer:
@@ -385,6 +390,7 @@ class Trainer:
     def _save(self, state: RunState) -> None:
         path = self.cfg.checkpoint
         if path:
+            check_params(self.model, state.step, self.cfg)
             try:
                 self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
             except OSError as e:
@@ -418,6 +424,7 @@ class Trainer:
                             tx = tensor.from_numpy(xb, dev)
                             ty = tensor.from_numpy(yb, dev)
                             o, loss = model(tx, ty)
+                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
                             state.loss_sum += float(loss) * len(yb)
                             state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
                             state.seen += len(yb)
@@ -442,7 +449,14 @@ class Trainer:
                 epoch_done = state.batch >= self.steps
                 t1 = time.perf_counter()
                 try:
-                    vloss, vacc = self.dist.evaluate(evaluate, model, self.val_loader, dev, lambda: flag.set)
+                    vloss, vacc = self.dist.evaluate(
+                        evaluate,
+                        model,
+                        self.val_loader,
+                        dev,
+                        lambda: flag.set,
+                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
+                    )
                 except EvalStopped:
                     self._interrupted(state, log)
                 rec = {
@@ -499,7 +513,7 @@ class Trainer:
         if not matplotlib_available():
             if cfg.plot:
                 self.out.warn(
-                    f"no plot written to {path}: matplotlib is not installed (pip install 'singa[plot]')"
+                    f"no plot written to {path}: matplotlib is not installed (pip install '.[plot]')"
                 )
             return
         try:
@@ -536,9 +550,9 @@ class Trainer:
         }
         log.write("end", **summary)
         stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
-        ep = "epoch" if state.epoch == 1 else "epochs"
         msg = (
-            f"done: {state.step} steps, {state.epoch} {ep}{stop} in {fmt_time(state.train_time)} of training"
+            f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
+            f"in {fmt_time(state.train_time)} of training"
         )
         if last.get("val_acc") is not None:
             msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"
