@@ -89,6 +89,8 @@ class Model(Layer):
         _precision.attach_scaler(self, optimizer)
         self.optimizer = optimizer
         self._graphs.clear()
+        if self.initialized:  # compiled (or called) already: its states exist
+            self._share_rank0_states()
 
     # ----- configuration ---------------------------------------------------------------------
     def compile(
@@ -133,8 +135,16 @@ class Model(Layer):
                 states[n].data[...] = arr
         if precision is not None:
             _precision.set_precision(self, precision)
+        self._share_rank0_states()
         self.train(is_train)
         self.graph(use_graph, sequential)
+
+    def _share_rank0_states(self) -> None:
+        """Data-parallel training: every rank starts from rank 0's states."""
+        from singa.opt.dist import DistOpt
+
+        if isinstance(self.optimizer, DistOpt):
+            self.optimizer.broadcast_params(self.get_states())
 
     def train(self, mode: bool = True) -> Model:
         """Training mode: calling the model runs ``train_one_batch``. Returns self."""
