@@ -74,7 +74,7 @@ def test_rng_state_round_trip():
 def test_module_functions():
     arr = np.arange(4, dtype=np.int64)
     t = tensor.from_numpy(arr)
-    assert t.dtype == np.int64 and not t.requires_grad
+    assert t.dtype == np.int64 and t.requires_grad and not t.stores_grad  # as in SINGA
     np.testing.assert_array_equal(tensor.to_numpy(t), arr)
     assert (tensor.zeros((2,)).to_numpy() == 0).all() and (tensor.ones((2,)).to_numpy() == 1).all()
     assert tensor.zeros_like(t).dtype == np.int64 and (tensor.ones_like(t).to_numpy() == 1).all()

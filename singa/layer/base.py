@@ -4,7 +4,11 @@ A layer creates its parameters on the first call, from the input's shape
 (``Linear(10)`` needs no input size), unless the sizes were given up front.
 Sublayers and tensors are found by walking the layer's attributes, including inside
 lists, tuples and dicts, and named by their dotted path (``block1.layers.1.W``).
-Names are computed when listed and never stored on the tensors.
+Once created, each tensor also carries that name in ``Tensor.name`` (as in SINGA):
+a layer names the tensors below it after its first call (from the outermost layer
+holding it: each layer remembers the first layer attribute it was assigned to), and
+a :class:`~singa.model.Model` renames them after ``compile`` and after any call that
+created tensors (so ``m.linear1.W.name == "linear1.W"``).
 
 Tensors held by a layer are its state: those with ``stores_grad`` are parameters
 (:meth:`Layer.get_params`), the others buffers such as BatchNorm's running
@@ -75,6 +79,27 @@ def _is_array(v: Any) -> bool:
     return isinstance(v, Tensor | np.ndarray | np.generic) or type(v).__module__.partition(".")[0] == "cupy"
 
 
+def _adopt(parent: Layer, path: str, value: Any) -> None:
+    """Remember, in each layer found in ``value`` (inside lists, tuples and dicts too),
+    the first layer and attribute path it was assigned to."""
+    if isinstance(value, Layer):
+        if value is not parent and "_owner" not in value.__dict__:
+            value.__dict__["_owner"] = (parent, path)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if isinstance(v, Layer | list | tuple | dict):
+                _adopt(parent, f"{path}.{i}", v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, Layer | list | tuple | dict):
+                _adopt(parent, f"{path}.{k}", v)
+
+
+#: how many layers have run their ``initialize`` (a Model renames its tensors when
+#: this changes during one of its calls)
+initializations = 0
+
+
 class Layer:
     """Base class of layers and models.
 
@@ -87,10 +112,20 @@ class Layer:
         self.training = True
         self._initialized = False
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if not name.startswith("_"):
+            _adopt(self, name, value)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not getattr(self, "_initialized", True):
+            global initializations
             self.initialize(*args, **kwargs)
             self._initialized = True
+            initializations += 1
+            out = self.forward(*args, **kwargs)
+            self.name_states()
+            return out
         return self.forward(*args, **kwargs)
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
@@ -127,6 +162,27 @@ class Layer:
                     yield from visit(prefix + k, v)
 
         yield from visit_attrs("", self)
+
+    def name_states(self) -> None:
+        """Set ``Tensor.name`` of every tensor below this layer to its dotted path from
+        the outermost layer holding this one (``linear1.W``)."""
+        prefix = self._path()
+        for n, o in self._walk():
+            if isinstance(o, Tensor):
+                o.name = f"{prefix}.{n}" if prefix else n
+
+    def _path(self) -> str:
+        """The dotted path of this layer from the outermost layer that holds it (each
+        layer remembers the first attribute of a layer it was assigned to)."""
+        parts: list[str] = []
+        node, seen = self, {id(self)}
+        while True:
+            owner = node.__dict__.get("_owner")
+            if owner is None or id(owner[0]) in seen:
+                return ".".join(reversed(parts))
+            node, key = owner
+            seen.add(id(node))
+            parts.append(key)
 
     def sublayers(self) -> dict[str, Layer]:
         """Every layer below this one, by dotted name."""

@@ -42,6 +42,7 @@ from typing import Any
 
 import singa.autograd as _ag
 from singa.autograd.engine import no_grad
+from singa.layer import base as _layer_base
 from singa.layer.base import Layer
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
 from singa.tensor import Tensor
@@ -121,16 +122,22 @@ class Model(Layer):
             if n in states:
                 states[n].data[...] = arr
         self._compiled = True
+        self.name_states()
         self.train(is_train)
         self.graph(use_graph, sequential)
 
     def train(self, mode: bool = True) -> Model:
-        """Training mode: calling the model runs ``train_one_batch``. Returns self."""
+        """Training mode: calling the model runs ``train_one_batch``. As in SINGA this
+        also sets ``autograd.training`` to ``mode`` (so operators keep what backward
+        needs only in training mode). Returns self."""
         super().train(mode)
+        _ag.training = bool(mode)
         return self
 
     def eval(self) -> Model:
-        """Evaluation mode: calling the model runs ``forward``. Returns self."""
+        """Evaluation mode: calling the model runs ``forward`` and ``autograd.training``
+        is False (operators still record their graph, for ``sonnx.to_onnx``, but keep
+        no backward caches). Returns self."""
         return self.train(False)
 
     def graph(self, mode: bool = True, sequential: bool = False) -> None:
@@ -154,12 +161,15 @@ class Model(Layer):
         fn = self.train_one_batch if training else self.forward
         prev = _ag.training
         _ag.training = training
+        made = _layer_base.initializations
         try:
             if self.graph_mode:
                 return self._call_graph(fn, training, args, kwargs)
             return fn(*args, **kwargs)
         finally:
             _ag.training = prev
+            if made != _layer_base.initializations:
+                self.name_states()
 
     def _signature(self, training: bool, args: tuple, kwargs: dict) -> tuple | None:
         """The trace cache key, or None when the arguments cannot be keyed."""
