@@ -304,28 +304,9 @@ class Optimizer:
 
     def _set_singa_states(self, states: Mapping) -> None:
         cls = type(self).__name__
-        step = states.get("step_counter")
-        if step is None:
-            raise ValueError(f"{cls}.set_states: step_counter is missing")
-        step = _host(step.data if isinstance(step, Tensor) else step).reshape(-1)
-        if step.size != 1 or not np.isfinite(step[0]) or step[0] < 0:
-            raise ValueError(f"{cls}.set_states: step_counter must be one number >= 0, got {step}")
-        step = int(step[0])
+        step = _singa_step(cls, states)
         by_key = {self.param_key(t): t for t in self._slots}
-        slots: dict[Any, dict[str, Any]] = {}
-        for singa_name, slot in self.singa_slots.items():
-            given = states.get(singa_name, {})
-            if not isinstance(given, Mapping):
-                raise ValueError(f"{cls}.set_states: {singa_name!r} must be a dict of name -> tensor")
-            for key, v in given.items():
-                arr = _host(v.data if isinstance(v, Tensor) else v)
-                t = by_key.get(key)
-                if t is not None and arr.shape != t.shape:
-                    raise ValueError(
-                        f"{cls}.set_states: {singa_name}[{key!r}] has shape {arr.shape}, "
-                        f"the parameter has {t.shape}"
-                    )
-                slots.setdefault(key, {})[slot] = arr
+        slots = _singa_slot_arrays(cls, states, self.singa_slots, by_key)
         self.step_counter = step
         self._pending = {}
         for key, arrs in slots.items():
@@ -340,6 +321,37 @@ class Optimizer:
     def __repr__(self) -> str:
         hyper = ", ".join(f"{k}={v!r}" for k, v in self._hyper().items())
         return f"{type(self).__name__}(lr={self.lr!r}, {hyper})"
+
+
+def _singa_step(cls: str, states: Mapping) -> int:
+    """The ``step_counter`` of SINGA's state form, checked."""
+    step = states.get("step_counter")
+    if step is None:
+        raise ValueError(f"{cls}.set_states: step_counter is missing")
+    arr = _host(step.data if isinstance(step, Tensor) else step).reshape(-1)
+    if arr.size != 1 or not np.isfinite(arr[0]) or arr[0] < 0:
+        raise ValueError(f"{cls}.set_states: step_counter must be one number >= 0, got {step!r}")
+    return int(arr[0])
+
+
+def _singa_slot_arrays(cls: str, states: Mapping, singa_slots: dict, by_key: dict) -> dict:
+    """``{param name: {slot: host array}}`` from SINGA's slot dicts, shapes checked
+    against the parameters already known (``by_key``)."""
+    slots: dict[Any, dict[str, Any]] = {}
+    for singa_name, slot in singa_slots.items():
+        given = states.get(singa_name, {})
+        if not isinstance(given, Mapping):
+            raise ValueError(f"{cls}.set_states: {singa_name!r} must be a dict of name -> tensor")
+        for key, v in given.items():
+            arr = _host(v.data if isinstance(v, Tensor) else v)
+            t = by_key.get(key)
+            if t is not None and arr.shape != t.shape:
+                raise ValueError(
+                    f"{cls}.set_states: {singa_name}[{key!r}] has shape {arr.shape}, "
+                    f"the parameter has {t.shape}"
+                )
+            slots.setdefault(key, {})[slot] = arr
+    return slots
 
 
 def _dtype(cls: str, dtype: Any) -> Any:

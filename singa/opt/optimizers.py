@@ -7,6 +7,12 @@ weight_decay)``, ``AdaGrad(lr, epsilon, weight_decay)``); PyTorch's extra option
 follow, and ``clip_norm`` is keyword-only. All updates are in place on the parameter
 arrays (and on the slot arrays), and hyperparameters are validated at construction.
 
+Where we differ from SINGA: the update formulas are PyTorch's (RMSProp and AdaGrad
+divide by ``sqrt(s) + eps`` where SINGA uses ``sqrt(s + eps)``; Adam's bias correction
+counts each parameter's own updates); hyperparameters are numbers, not schedules (only
+``lr`` takes a scheduler); ``step_counter`` is an int (SINGA's is a one-element Tensor;
+``lr_value`` is one, as in SINGA).
+
 Example::
 
     sgd = opt.SGD(lr=0.05, momentum=0.9, weight_decay=1e-4)
