@@ -178,3 +178,17 @@ def test_call_updates_without_stepping():
     sgd.call(loss)
     np.testing.assert_allclose(w.to_numpy(), [0.8] * 3, rtol=1e-6)
     assert sgd.step_counter == 0
+
+
+def test_a_scheduler_written_for_singa_defines_call():
+    class Halving(opt.DecayScheduler):
+        def call(self, step):
+            value = self.init_value * 0.5 ** float(tensor.to_numpy(step)[0])
+            return tensor.from_numpy(np.full(1, value, np.float32))
+
+    sched = Halving(0.4)
+    assert sched(2) == pytest.approx(0.1)
+    assert isinstance(sched(Tensor((1,)).set_value(1)), Tensor)
+    sgd = opt.SGD(lr=sched)
+    sgd.step()
+    assert sgd.get_lr() == pytest.approx(0.2)
