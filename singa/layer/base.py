@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,10 +82,11 @@ def _is_array(v: Any) -> bool:
 
 def _adopt(parent: Layer, path: str, value: Any) -> None:
     """Remember, in each layer found in ``value`` (inside lists, tuples and dicts too),
-    the first layer and attribute path it was assigned to."""
+    the first layer and attribute path it was assigned to (by weak reference, so a
+    sublayer neither keeps its parent alive nor drags it into a copy)."""
     if isinstance(value, Layer):
         if value is not parent and "_owner" not in value.__dict__:
-            value.__dict__["_owner"] = (parent, path)
+            value.__dict__["_owner"] = (weakref.ref(parent), path)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
             if isinstance(v, Layer | list | tuple | dict):
@@ -178,11 +180,12 @@ class Layer:
         node, seen = self, {id(self)}
         while True:
             owner = node.__dict__.get("_owner")
-            if owner is None or id(owner[0]) in seen:
+            parent = None if owner is None else owner[0]()
+            if parent is None or id(parent) in seen:
                 return ".".join(reversed(parts))
-            node, key = owner
+            node = parent
             seen.add(id(node))
-            parts.append(key)
+            parts.append(owner[1])
 
     def sublayers(self) -> dict[str, Layer]:
         """Every layer below this one, by dotted name."""

@@ -106,3 +106,17 @@ def test_training_still_updates_after_eval():
     m.train()
     m(x, t)
     assert not np.array_equal(before, m.linear1.W.to_numpy())
+
+
+def test_a_sublayer_does_not_keep_its_parent_alive():
+    import gc
+    import weakref
+
+    m = MLP()
+    m.compile([batch()], is_train=False, use_graph=False)
+    sub, ref = m.linear1, weakref.ref(m)
+    del m
+    gc.collect()
+    assert ref() is None
+    sub.name_states()  # the parent is gone: names from the sublayer itself
+    assert sub.W.name == "W"
