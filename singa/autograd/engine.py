@@ -135,20 +135,17 @@ def _leads_to_stored(x: Tensor) -> bool:
     return c is not None and c.requires_grad and c.reaches_stored
 
 
-def _edge_op(s: tuple) -> Operation | None:
-    """The operator a ``src`` entry sends gradients to, or None when the entry is a
-    leaf for backward (no creator, or one that kept no backward or leads nowhere)."""
+def _route(s: tuple) -> tuple | None:
+    """Where backward sends the gradient of one ``src`` entry: ``(creator, index,
+    tensor or None)`` for an operator that kept its backward and leads to a stored
+    gradient, ``(None, 0, tensor)`` for a tensor that stores its gradient and is a leaf
+    for backward, None when the gradient is not needed."""
     c = s[0]
     if c is not None and c.requires_grad and c.reaches_stored:
-        return c
-    return None
-
-
-def _edge_leaf(s: tuple) -> Tensor | None:
-    """The tensor a ``src`` entry yields a gradient for when it is a leaf for backward."""
+        return s
     t = s[2]
     if t is not None and t.stores_grad and t.requires_grad:
-        return t
+        return (None, 0, t)
     return None
 
 
@@ -187,37 +184,37 @@ def _released(op: Operation) -> RuntimeError:
     )
 
 
-def _count_dependencies(root: Operation) -> tuple[dict, dict, dict]:
+def _count_dependencies(root: Operation) -> tuple[dict, dict, dict, dict]:
     """For every operation reachable from ``root`` along edges that carry gradients:
     how many input edges consume it.
 
     Returns (op -> count, leaf tensor -> count, op -> {output index: tensor that
-    stores its gradient}).
+    stores its gradient}, op -> its inputs' routes, see :func:`_route`).
     """
     op_deps: dict = {}
     leaf_deps: dict = {}
     stored: dict = {}
-    seen = {root}
+    routes: dict = {}
     stack = [root]
     while stack:
         op = stack.pop()
         if op.src is None:
             raise _released(op)
-        for s in op.src:
-            creator = _edge_op(s)
+        rs = routes[op] = [_route(s) for s in op.src]
+        for r in rs:
+            if r is None:
+                continue
+            creator, idx, t = r
             if creator is None:
-                t = _edge_leaf(s)
-                if t is not None:
-                    leaf_deps[t] = leaf_deps.get(t, 0) + 1
+                leaf_deps[t] = leaf_deps.get(t, 0) + 1
                 continue
             op_deps[creator] = op_deps.get(creator, 0) + 1
-            t = s[2]
             if t is not None and t.stores_grad:
-                stored.setdefault(creator, {})[s[1]] = t
-            if creator not in seen:
-                seen.add(creator)
+                stored.setdefault(creator, {})[idx] = t
+            if creator not in routes:
+                routes[creator] = None  # seen; filled when popped
                 stack.append(creator)
-    return op_deps, leaf_deps, stored
+    return op_deps, leaf_deps, stored, routes
 
 
 def _initial_grad(y: Tensor, dy: Any) -> Any:
@@ -252,14 +249,14 @@ def _check_recorded(y: Tensor) -> None:
         raise _released(c)
 
 
-def _run_backward(op: Operation, dys: list, dev: Any) -> tuple:
+def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
     """The gradients of ``op``'s inputs from its outputs' gradients, computing only
-    those that reach a tensor storing its gradient; releases ``op``'s graph."""
-    src = op.src
+    those with a route (that reach a tensor storing its gradient); releases ``op``'s
+    graph."""
     if all(d is None for d in dys):
-        dxs: tuple = (None,) * len(src)
+        dxs: tuple = (None,) * len(routes)
     else:
-        op.needs_grad = tuple(_edge_op(s) is not None or _edge_leaf(s) is not None for s in src)
+        op.needs_grad = tuple(r is not None for r in routes)
         if op.n_out > 1:
             xp = dev.xp
             dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
@@ -279,27 +276,30 @@ class _Walk:
 
     def __init__(self, root: Operation, y_index: int, dy: Any, dev: Any):
         self.dev = dev
-        self.op_deps, self.leaf_deps, self.stored = _count_dependencies(root)
+        self.op_deps, self.leaf_deps, self.stored, self.routes = _count_dependencies(root)
         self.grads: dict = {root: [None] * root.n_out}
         self.grads[root][y_index] = dy
         self.leaf_grads: dict = {}
         self.ready = [root]
 
-    def stored_outputs(self, op: Operation, dys: list) -> Iterator[tuple[Tensor, Tensor]]:
-        """Yield the gradients of ``op``'s outputs that store theirs."""
-        for idx, t in self.stored.pop(op, {}).items():
-            if dys[idx] is not None:
-                yield t, Tensor._wrap(dys[idx], self.dev)
+    def stored_outputs(self, op: Operation, dys: list) -> list[tuple[Tensor, Tensor]]:
+        """The gradients of ``op``'s outputs that store theirs."""
+        return [
+            (t, Tensor._wrap(dys[idx], self.dev))
+            for idx, t in self.stored.pop(op).items()
+            if dys[idx] is not None
+        ]
 
-    def to_leaf(self, t: Tensor, dx: Any) -> Iterator[tuple[Tensor, Tensor]]:
-        """Add ``dx`` to leaf ``t``; yield its gradient once every contribution is in."""
+    def to_leaf(self, t: Tensor, dx: Any) -> tuple[Tensor, Tensor] | None:
+        """Add ``dx`` to leaf ``t``; its gradient once every contribution is in."""
         if dx is not None:
             self.leaf_grads[t] = _accumulate(self.dev, self.leaf_grads.get(t), dx)
         self.leaf_deps[t] -= 1
         if self.leaf_deps[t] == 0:
             g = self.leaf_grads.pop(t, None)
             if g is not None:
-                yield t, Tensor._wrap(g, self.dev)
+                return t, Tensor._wrap(g, self.dev)
+        return None
 
     def to_op(self, creator: Operation, idx: int, dx: Any) -> None:
         """Add ``dx`` to output ``idx`` of ``creator``; queue it once complete."""
@@ -317,17 +317,20 @@ class _Walk:
         while self.ready:
             op = self.ready.pop()
             dys = self.grads.pop(op)
-            yield from self.stored_outputs(op, dys)
-            src = op.src
-            dxs = _run_backward(op, dys, self.dev)
-            for s, dx in zip(src, dxs):
-                creator = _edge_op(s)
-                if creator is not None:
-                    self.to_op(creator, s[1], dx)
+            if op in self.stored:
+                yield from self.stored_outputs(op, dys)
+            routes = self.routes.pop(op)
+            dxs = _run_backward(op, dys, routes, self.dev)
+            for r, dx in zip(routes, dxs):
+                if r is None:
                     continue
-                t = _edge_leaf(s)
-                if t is not None:
-                    yield from self.to_leaf(t, dx)
+                creator, idx, t = r
+                if creator is None:
+                    done = self.to_leaf(t, dx)
+                    if done is not None:
+                        yield done
+                else:
+                    self.to_op(creator, idx, dx)
 
 
 def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
