@@ -6,3 +6,6 @@ Modules: :mod:`singa.tensor`, :mod:`singa.device`, :mod:`singa.autograd`,
 """
 
 __version__ = "0.1.0"
+
+# SINGA's legacy layer names on singa.autograd (autograd.Conv2d, ...): see singa.layer.legacy.
+from singa.layer import legacy as _legacy  # noqa: E402,F401

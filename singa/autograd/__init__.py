@@ -17,6 +17,11 @@ Example::
     loss = autograd.softmax_cross_entropy(y, t)
     for p, g in autograd.backward(loss):
         sgd.update(p, g)
+
+SINGA's autograd examples also use layer classes from this module (``autograd.Conv2d``,
+``autograd.BatchNorm2d``, ...). Those live a floor up, in :mod:`singa.layer.legacy`,
+which sets them on this module when it is imported (``import singa`` imports it), so
+this package never imports the layers.
 """
 
 training = False
@@ -34,21 +39,11 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.pooling_nd import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.shape import *  # noqa: E402,F403
-
-
-def __getattr__(name: str):
-    """SINGA's autograd examples use layer classes from this module (autograd.Conv2d,
-    autograd.BatchNorm2d, ...); they live in singa.layer.legacy (its ``__all__``) and
-    are looked up lazily, since singa.layer itself imports this package."""
-    if not name.startswith("__"):
-        from singa.layer import legacy
-
-        if name in legacy.__all__:
-            return getattr(legacy, name)
-    raise AttributeError(f"module 'singa.autograd' has no attribute {name!r}")

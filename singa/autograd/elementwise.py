@@ -22,10 +22,12 @@ Conventions at points of non-differentiability (PyTorch's):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from singa.autograd.activation import erf as erf_of_array
 from singa.autograd.engine import Operation, array_module, unbroadcast
 from singa.tensor import Tensor
 
@@ -44,7 +46,11 @@ __all__ = [
     "sign",
     "maximum",
     "minimum",
+    "cast",
+    "erf",
 ]
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # ----- helpers -------------------------------------------------------------------------
@@ -99,6 +105,20 @@ class Add(Operation):
         da = _to(dy, sa, ta) if self.needs_grad[0] else None
         db = _to(dy, sb, tb) if self.needs_grad[1] else None
         return da, db
+
+    def _forward_into_a(self, a, b):
+        if self.requires_grad:
+            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
+        array_module(a).add(a, b, out=a)
+        return a
+
+    def _forward_into_b(self, a, b):
+        if self.requires_grad:
+            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
+        array_module(a).add(a, b, out=b)
+        return b
+
+    forward_inplace = ((_forward_into_a, 0), (_forward_into_b, 1))
 
 
 class Sub(Operation):
@@ -421,3 +441,47 @@ def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tenso
     with min > max every element becomes ``max`` and gets no gradient.
     """
     return Clip(min, max)(x)[0]
+
+
+class Cast(Operation):
+    """y = x converted to ``dtype``; the gradient is cast back (floats only)."""
+
+    def __init__(self, dtype: Any):
+        super().__init__()
+        self.dtype = np.dtype(dtype)
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x.dtype
+        return x.astype(self.dtype)
+
+    def backward(self, dy):
+        src = self.cache
+        return dy.astype(src) if src.kind == "f" else None
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    """``x`` converted to ``dtype`` (differentiable between floating types); ``x``
+    itself when it already has that dtype."""
+    if x.dtype == np.dtype(dtype):
+        return x
+    return Cast(dtype)(x)[0]
+
+
+class Erf(Operation):
+    """y = erf(x); dy/dx = 2 / sqrt(pi) * exp(-x^2)."""
+
+    def forward(self, x):
+        if self.requires_grad:
+            self.cache = x
+        xc = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        return erf_of_array(xc).astype(x.dtype, copy=False)
+
+    def backward(self, dy):
+        x = self.cache
+        return dy * (_TWO_OVER_SQRT_PI * array_module(x).exp(-(x * x)))
+
+
+def erf(x: Tensor) -> Tensor:
+    """The error function, elementwise."""
+    return Erf()(x)[0]

@@ -3,7 +3,9 @@
 construction (on the default device, float32) and moved to the first input's device and
 float dtype on the first call.
 
-``singa.autograd`` exposes these names lazily, so SINGA's autograd examples (the
+Importing this module (``import singa`` does) sets these names on :mod:`singa.autograd`:
+the layers depend on autograd, never the other way round, so the legacy names are
+attached downward from here rather than looked up from autograd. SINGA's autograd examples (the
 "Operation + Layer" CNN, the Xception ``Block`` that subclasses ``autograd.Layer`` and
 overrides ``__call__``) run unchanged::
 
@@ -151,3 +153,7 @@ class LSTM(_rnn.LSTM):
     """``autograd.LSTM(input_size, hidden_size, nonlinearity="tanh", num_layers=1, bias=True,
     batch_first=False, dropout=0, bidirectional=False)``; ``lstm(xs, (h0, c0))`` with a list
     of steps returns ``(list of outputs, h, c)`` as SINGA's did."""
+
+
+for _name in __all__:
+    setattr(autograd, _name, globals()[_name])

@@ -41,6 +41,7 @@ from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
+from singa.autograd import buffers
 from singa.autograd.engine import no_grad
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
@@ -68,7 +69,6 @@ class Model(Layer):
         self.graph_mode = False
         self.sequential = False
         self._graphs: OrderedDict = OrderedDict()
-        self._compiled = False
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -111,9 +111,7 @@ class Model(Layer):
         self.graph_mode = False
         try:
             with no_grad():
-                if not getattr(self, "_initialized", True):
-                    self.initialize(*inputs)
-                    self._initialized = True
+                self.ensure_initialized(*inputs)
                 self.forward(*inputs)
         finally:
             self.graph_mode, self.sequential = prev
@@ -121,7 +119,6 @@ class Model(Layer):
         for n, arr in before.items():
             if n in states:
                 states[n].data[...] = arr
-        self._compiled = True
         self.name_states()
         self.train(is_train)
         self.graph(use_graph, sequential)
@@ -151,17 +148,17 @@ class Model(Layer):
 
     # ----- calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``train_one_batch(*args)`` in training mode (recording for backward whatever
-        ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
-        nothing). In graph mode the call is traced or replayed."""
+        """``train_one_batch(*args)`` in training mode (keeping what backward needs
+        whatever ``autograd.training`` was), ``forward(*args)`` in evaluation mode
+        (recording the graph without backward caches). In graph mode the call is traced
+        or replayed. Tensors created by the call get their dotted names."""
         training = self.training
-        if not training and not getattr(self, "_initialized", True):
-            self.initialize(*args, **kwargs)
-            self._initialized = True
+        made = _layer_base.initializations
+        if not training:
+            self.ensure_initialized(*args, **kwargs)
         fn = self.train_one_batch if training else self.forward
         prev = _ag.training
         _ag.training = training
-        made = _layer_base.initializations
         try:
             if self.graph_mode:
                 return self._call_graph(fn, training, args, kwargs)
@@ -243,23 +240,17 @@ class Model(Layer):
         self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True
     ) -> Any:
         """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`)."""
-        from singa import sonnx
+        from singa.sonnx import export as onnx_export
 
-        return sonnx.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
 
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the
-    operators' buffer pool (:func:`singa.autograd._im2col.scratch`) had to grow to
+    operators' buffer pool (:func:`singa.autograd.buffers.scratch`) had to grow to
     cover all of them at once; forget those buffers (arrays in use stay valid) so
     replays start from a pool sized by their own needs, as eager steps do."""
-    try:
-        from singa.autograd import _im2col
-    except ImportError:  # pragma: no cover
-        return
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    buffers.clear_scratch()
 
 
 def _distinct_arrays(tensors: list) -> list:

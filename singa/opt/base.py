@@ -7,15 +7,15 @@ update of parameter array ``p`` from gradient ``g``; ``step`` is this parameter'
 update count, starting at 1).
 
 While a device's graph recorder is set (``Model.compile(..., use_graph=True)``),
-every update is recorded as ``record(closure, [param_array, grad_array], ())``; the
-closure looks up the learning rate, the step counts and the slots when it runs, so
-replays advance schedules exactly as eager steps do, and slots replaced by
-:meth:`Optimizer.set_states` are picked up.
+every update is recorded as ``record(update, [param_array, grad_array], ())`` where
+``update`` is a :class:`~singa.autograd.engine.DonatingUpdate` of :meth:`Optimizer._apply`
+(so replays may hand it a dead gradient as scratch space); it looks up the learning
+rate, the step counts and the slots when it runs, so replays advance schedules exactly
+as eager steps do, and slots replaced by :meth:`Optimizer.set_states` are picked up.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -141,7 +141,7 @@ class Optimizer:
         self._apply(param, p, g)
         rec = param.device.recorder
         if rec is not None:
-            rec.record(functools.partial(self._apply, param), [p, g], ())
+            rec.record(engine.DonatingUpdate(self._apply, param), [p, g], ())
 
     def apply(self, param_name: Any, param_value: Tensor, param_grad: Any) -> None:
         """SINGA's form of :meth:`update`: update ``param_value`` in place from

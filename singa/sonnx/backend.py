@@ -2,8 +2,9 @@
 :class:`SingaBackend` (the ONNX backend API) and the graph executor they share with
 :class:`~singa.sonnx.model.SONNXModel`.
 
-Every ONNX node is evaluated by the handler registered for its op type in the
-``import_*`` modules' tables. Handlers call ``singa.autograd`` functions, so an
+Every ONNX node is evaluated by the handler registered for its op type in
+:data:`singa.sonnx.registry.IMPORT` (merged from the family modules of
+:mod:`singa.sonnx.families`). Handlers call ``singa.autograd`` functions, so an
 imported graph is differentiable: the same executor runs inference (``prepare``)
 and training (``SONNXModel``).
 
@@ -21,81 +22,16 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
+from singa.sonnx import registry
+from singa.sonnx.context import NodeContext, UnsupportedOperator
 from singa.tensor import Tensor
 
 MIN_IMPORT_OPSET = 11
-
-
-class UnsupportedOperator(NotImplementedError):
-    """An ONNX operator (or an attribute value of one) that the importer does not handle."""
-
-
-class NodeContext:
-    """What an import handler sees of its node.
-
-    Attributes:
-        node: the ``onnx.NodeProto``.
-        op_type, name: the node's operator type and name (its first output if unnamed).
-        attrs: the node's attributes as Python values.
-        opset: the model's default-domain opset.
-        device: the device tensors are created on.
-        training: True when the graph runs in training mode (SONNXModel in train()).
-        outputs: how many outputs the node asks for (trailing empty names dropped).
-        states: ids of the arrays of the model's states in the current run (the
-            tensors a training node may update in place, see :meth:`is_state`).
-    """
-
-    def __init__(self, node: onnx.NodeProto, opset: int, device: Any, training: bool):
-        self.node = node
-        self.op_type = node.op_type
-        self.name = node.name or (node.output[0] if node.output else node.op_type)
-        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        for k, v in self.attrs.items():
-            if isinstance(v, bytes):
-                self.attrs[k] = v.decode()
-        self.opset = opset
-        self.device = device
-        self.training = training
-        outs = list(node.output)
-        while outs and not outs[-1]:
-            outs.pop()
-        self.outputs = len(outs)
-        self.states: frozenset = frozenset()
-
-    def is_state(self, t: Tensor | None) -> bool:
-        """True for a tensor of the model's states (a SONNXModel parameter or buffer),
-        which a training node may update in place; anything else (a Constant, a
-        computed value, an initializer of ``prepare``) must be copied first."""
-        return t is not None and id(t.data) in self.states
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        """The attribute ``name`` (``default`` when absent)."""
-        return self.attrs.get(name, default)
-
-    def static(self, t: Tensor | None) -> np.ndarray | None:
-        """The value of an input as a host numpy array (shapes, axes, pads ...)."""
-        if t is None:
-            return None
-        return t.to_numpy()
-
-    def const(self, value: Any, dtype: Any = None) -> Tensor:
-        """A constant tensor (no gradient) on this node's device."""
-        arr = np.asarray(value, dtype=dtype)
-        xp = self.device.xp
-        return Tensor._wrap(arr if xp is np else xp.asarray(arr), self.device)
-
-    def wrap(self, arr: Any) -> Tensor:
-        """Wrap an array computed directly (a non-differentiable result)."""
-        return Tensor._wrap(arr, self.device)
-
-    def unsupported(self, why: str) -> UnsupportedOperator:
-        """An UnsupportedOperator naming the op type and node."""
-        return UnsupportedOperator(f"ONNX import: {self.op_type} node {self.name!r}: {why}")
 
 
 Handler = Callable[[NodeContext, list], Any]
@@ -103,12 +39,7 @@ Handler = Callable[[NodeContext, list], Any]
 
 def handlers() -> dict[str, Handler]:
     """The import table ``{op_type: handler}`` of every supported ONNX operator."""
-    from singa.sonnx import import_math, import_nn, import_shape
-
-    table: dict[str, Handler] = {}
-    for family in (import_math, import_nn, import_shape):
-        table.update(family.IMPORTERS)
-    return table
+    return dict(registry.IMPORT)
 
 
 def supported_ops() -> list[str]:
@@ -254,6 +185,24 @@ class OnnxGraph:
         then the values named in ``extra``. With ``stop`` (a node index, see
         :meth:`cut`) only the nodes up to it run, and its outputs replace the graph
         outputs."""
+        env = self._environment(feeds, params)
+        states = frozenset(id(t.data) for t in params.values())
+        nodes = zip(self.contexts(training), self.handlers)
+        if stop is not None:
+            nodes = list(nodes)[: stop + 1]
+        for ctx, fn in nodes:
+            if not self._is_state_constant(ctx, params):
+                ctx.states = states
+                self._run_node(ctx, fn, env)
+        unknown = [n for n in extra if n not in env]
+        if unknown:
+            where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
+            raise ValueError(f"ONNX run: no value named {unknown} {where}")
+        outs = self.output_names if stop is None else [n for n in self.model.graph.node[stop].output if n]
+        return [env[n] for n in list(outs) + list(extra)]
+
+    def _environment(self, feeds: Mapping[str, Tensor], params: Mapping[str, Tensor]) -> dict[str, Any]:
+        """The values known before any node runs: inputs, initializers, states."""
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"ONNX run: no value given for graph input(s) {missing}")
@@ -264,35 +213,27 @@ class OnnxGraph:
             if name in params:
                 env[name] = params[name]
         env.update(feeds)
-        states = frozenset(id(t.data) for t in params.values())
-        nodes = zip(self.contexts(training), self.handlers)
-        if stop is not None:
-            nodes = list(nodes)[: stop + 1]
-        for ctx, fn in nodes:
-            if (
-                ctx.op_type == "Constant"
-                and ctx.node.output[0] in self.state_constants
-                and ctx.node.output[0] in params
-            ):
-                continue  # a state of the model (see state_constants)
-            ctx.states = states
-            xs = []
-            for n in ctx.node.input:
-                if n not in env:
-                    raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
-                xs.append(env[n])
-            ys = fn(ctx, xs)
-            if isinstance(ys, Tensor):
-                ys = (ys,)
-            for n, y in zip(ctx.node.output, ys):
-                if n:
-                    env[n] = y
-        unknown = [n for n in extra if n not in env]
-        if unknown:
-            where = "in the graph" if stop is None else "computed by the layers run (last_layers)"
-            raise ValueError(f"ONNX run: no value named {unknown} {where}")
-        outs = self.output_names if stop is None else [n for n in self.model.graph.node[stop].output if n]
-        return [env[n] for n in list(outs) + list(extra)]
+        return env
+
+    def _is_state_constant(self, ctx: NodeContext, params: Mapping[str, Tensor]) -> bool:
+        """A Constant node whose value is a state of the model (see state_constants)."""
+        out = ctx.node.output[0] if ctx.node.output else ""
+        return ctx.op_type == "Constant" and out in self.state_constants and out in params
+
+    @staticmethod
+    def _run_node(ctx: NodeContext, fn: Handler, env: dict[str, Any]) -> None:
+        """Evaluate one node, reading its inputs from ``env`` and writing its outputs."""
+        xs = []
+        for n in ctx.node.input:
+            if n not in env:
+                raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
+            xs.append(env[n])
+        ys = fn(ctx, xs)
+        if isinstance(ys, Tensor):
+            ys = (ys,)
+        for n, y in zip(ctx.node.output, ys):
+            if n:
+                env[n] = y
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp

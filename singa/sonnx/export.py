@@ -18,8 +18,9 @@ batch, see :mod:`singa.sonnx.trace`). Every forward operator call arrives as
 Output tensors computed earlier (``to_onnx([x], [y])``) are exported by tracing a replay
 of their recorded autograd graph (:mod:`singa.sonnx.recorded`).
 
-Each operator is converted by the converter registered for ``type(op)`` in the tables
-of the ``export_*`` modules (one per autograd family). A converter reads the
+Each operator is converted by the converter registered for ``type(op)`` in
+:data:`singa.sonnx.registry.EXPORT` (merged from the family modules of
+:mod:`singa.sonnx.families`). A converter reads the
 operator's attributes and emits nodes through :class:`ExportContext`.
 """
 
@@ -33,16 +34,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from singa.sonnx import passes, recorded, trace
+from singa.sonnx import passes, recorded, registry, trace
+from singa.sonnx.context import ExportContext, ExportError, batch_aware, host_array, onnx_dtype
 from singa.tensor import Tensor
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 11
-BATCH_DIM = "batch"
-
-
-class ExportError(RuntimeError):
-    """An operator (or a model) that cannot be exported to ONNX."""
 
 
 def max_opset() -> int:
@@ -59,171 +56,6 @@ def _check_opset(opset: int | None) -> int:
     return opset
 
 
-def _host(a: Any) -> np.ndarray:
-    """A numpy copy of a numpy or cupy array."""
-    if isinstance(a, np.ndarray | np.generic):
-        return np.asarray(a)
-    return a.get()
-
-
-def onnx_dtype(dtype: Any) -> int:
-    """The ONNX element type of a numpy dtype."""
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
-# ----------------------------------------------------------------------------------------------
-# Building the graph
-
-
-class ExportContext:
-    """What a converter sees: the opset, value names and shapes, and ways to add nodes.
-
-    Attributes:
-        opset: the default-domain opset being written.
-        dynamic_batch: axis 0 of the inputs is symbolic (the graph was traced twice).
-        batch, batch2: the batch sizes of the two traces (batch2 None without a
-            dynamic batch).
-        layer: the label of the layer the current operator came from.
-        op2, ins2, outs2: the current operator and its arrays in the second trace
-            (None without a dynamic batch).
-    """
-
-    def __init__(self, opset: int, dynamic_batch: bool, batch: int | None, batch2: int | None):
-        self.opset = opset
-        self.dynamic_batch = dynamic_batch
-        self.batch = batch
-        self.batch2 = batch2
-        self.nodes: list[onnx.NodeProto] = []
-        self.layer = ""
-        self.op2: Any = None
-        self.ins2: list | None = None
-        self.outs2: tuple | None = None
-        self._names: set[str] = set()
-        self._counter: dict[str, int] = {}
-        self._shapes: dict[str, tuple] = {}
-        self._shapes2: dict[str, tuple] = {}
-
-    # names --------------------------------------------------------------------------------
-    def reserve(self, name: str) -> str:
-        """Claim ``name`` (or ``name_1``, ... if taken) as a value name."""
-        base, k = name, 0
-        while name in self._names:
-            k += 1
-            name = f"{base}_{k}"
-        self._names.add(name)
-        return name
-
-    def fresh(self, hint: str = "t") -> str:
-        """A new unique value name."""
-        k = self._counter.get(hint, 0)
-        while f"{hint}_{k}" in self._names:
-            k += 1
-        self._counter[hint] = k + 1
-        return self.reserve(f"{hint}_{k}")
-
-    # shapes -------------------------------------------------------------------------------------
-    def set_shapes(self, name: str, shape: tuple, shape2: tuple | None) -> None:
-        """Record the shapes of value ``name`` in the two traces."""
-        self._shapes[name] = tuple(shape)
-        if shape2 is not None:
-            self._shapes2[name] = tuple(shape2)
-
-    def shape(self, name: str) -> tuple:
-        """The traced shape of value ``name``."""
-        return self._shapes[name]
-
-    def varying(self, name: str) -> tuple:
-        """Per axis of value ``name``: whether its size depends on the batch size."""
-        s1 = self._shapes.get(name, ())
-        s2 = self._shapes2.get(name)
-        if not self.dynamic_batch or s2 is None or len(s2) != len(s1):
-            return (False,) * len(s1)
-        return tuple(a != b for a, b in zip(s1, s2))
-
-    def is_batch_major(self, name: str) -> bool:
-        """True when axis 0 of value ``name`` depends on the batch size."""
-        v = self.varying(name)
-        return bool(v) and v[0]
-
-    def dims(self, name: str) -> list:
-        """ONNX dims of value ``name``: ints, "batch" where the size is the batch
-        size in both traces, ``<name>_dim<i>`` for other batch-dependent sizes."""
-        s1 = self._shapes[name]
-        s2 = self._shapes2.get(name, s1)
-        out: list = []
-        for i, (a, b) in enumerate(zip(s1, s2)):
-            if a == b or not self.dynamic_batch:
-                out.append(int(a))
-            elif (a, b) == (self.batch, self.batch2):
-                out.append(BATCH_DIM)
-            else:
-                out.append(f"{name}_dim{i}")
-        return out
-
-    # nodes ----------------------------------------------------------------------------------
-    def node(
-        self,
-        op_type: str,
-        inputs: Sequence[str],
-        outputs: Sequence[str] | int = 1,
-        domain: str = "",
-        **attrs: Any,
-    ) -> list[str]:
-        """Add a node; ``outputs`` are names, or a count of fresh names to create.
-        Attributes with value None are left out. Returns the output names."""
-        if isinstance(outputs, int):
-            outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
-        attrs = {k: v for k, v in attrs.items() if v is not None}
-        label = self.layer.split(" ")[0] if self.layer else ""
-        name = f"{label}/{op_type}_{len(self.nodes)}" if label else f"{op_type}_{len(self.nodes)}"
-        self.nodes.append(
-            helper.make_node(op_type, list(inputs), list(outputs), name=name, domain=domain, **attrs)
-        )
-        return list(outputs)
-
-    def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
-        """A ``Constant`` node holding ``value``; returns its output name."""
-        arr = np.asarray(_host(value) if not isinstance(value, list | tuple | int | float) else value)
-        if dtype is not None:
-            arr = arr.astype(dtype)
-        name = self.fresh(hint)
-        tensor = numpy_helper.from_array(np.ascontiguousarray(arr), name)
-        self.nodes.append(helper.make_node("Constant", [], [name], name=f"{name}_node", value=tensor))
-        return name
-
-    def ints(self, values: Sequence[int], hint: str = "ints") -> str:
-        """A 1-D int64 constant (shapes, axes, pads)."""
-        return self.const(np.asarray(list(values), dtype=np.int64).reshape(-1), hint=hint)
-
-    def axes_arg(self, op_type: str, axes: Sequence[int] | None, since: int) -> tuple[list, dict]:
-        """Axes as an input (``opset >= since``) or an attribute: returns (extra inputs, attrs)."""
-        if axes is None:
-            return [], {}
-        axes = [int(a) for a in axes]
-        if self.opset >= since:
-            return [self.ints(axes, "axes")], {}
-        return [], {"axes": axes}
-
-    def error(self, op: Any, why: str) -> ExportError:
-        """An ExportError naming the operator and the layer it came from."""
-        where = f" in layer {self.layer}" if self.layer else ""
-        return ExportError(f"ONNX export: operator {type(op).__name__}{where}: {why}")
-
-
-def batch_aware(fn: Callable) -> Callable:
-    """Mark a converter that handles operator attributes depending on the batch size
-    itself (it compares ``op`` with ``ctx.op2``); for the others such attributes are an
-    ExportError."""
-    fn.batch_aware = True
-    return fn
-
-
-def _converter_table() -> dict:
-    from singa.sonnx import converters
-
-    return converters.CONVERTERS
-
-
 def _input_names(names: Sequence[str] | None, n: int, base: str) -> list[str]:
     if names is None:
         return [base] if n == 1 else [f"{base}_{i}" for i in range(n)]
@@ -233,126 +65,189 @@ def _input_names(names: Sequence[str] | None, n: int, base: str) -> list[str]:
     return names
 
 
-def _convert(
-    tr1: trace.Tracer,
-    tr2: trace.Tracer | None,
-    inputs: Sequence[Tensor],
-    inputs2: Sequence[Tensor] | None,
-    outputs: Sequence[Tensor],
-    outputs2: Sequence[Tensor] | None,
-    params: dict[int, str],
-    opset: int,
-    input_names: Sequence[str] | None,
-    output_names: Sequence[str] | None,
-    model_name: str,
-) -> onnx.ModelProto:
-    dynamic = tr2 is not None
-    batch = inputs[0].shape[0] if dynamic else None
-    ctx = ExportContext(opset, dynamic, batch, batch + 1 if dynamic else None)
-    table = _converter_table()
-    names: dict[int, str] = {}
-    graph_inputs = []
-    for i, (t, n) in enumerate(zip(inputs, _input_names(input_names, len(inputs), "input"))):
-        n = ctx.reserve(n)
-        if id(t.data) in names:
-            raise ExportError("ONNX export: the same tensor is given twice as an input")
-        names[id(t.data)] = n
-        ctx.set_shapes(n, t.shape, inputs2[i].shape if dynamic else None)
-        graph_inputs.append(helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)))
-    initializers: list[onnx.TensorProto] = []
-    arrays_by_id = {id(a): a for rec in tr1.records for a in rec.ins}
-    for key, pname in params.items():
-        if key in names or key not in arrays_by_id:
-            continue
-        n = ctx.reserve(pname)
-        names[key] = n
-        arr = _host(arrays_by_id[key])
-        ctx.set_shapes(n, arr.shape, arr.shape)
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), n))
+class _Traced:
+    """What the traces saw: the tracers, inputs and outputs at the batch size given and,
+    for a dynamic batch, at one more (the ``*2`` fields, None otherwise)."""
 
-    recs2 = tr2.records if dynamic else [None] * len(tr1.records)
-    for rec, rec2 in zip(tr1.records, recs2):
+    def __init__(
+        self, tr1: trace.Tracer, outputs: Sequence[Tensor], inputs: Sequence[Tensor], dynamic: tuple
+    ):
+        self.tr1, self.outputs, self.inputs = tr1, outputs, inputs
+        self.tr2, self.outputs2, self.inputs2 = dynamic
+        self.dynamic = self.tr2 is not None
+
+
+class _Conversion:
+    """The state of one export: the context (nodes, value names and shapes) and the ONNX
+    name of every array seen so far (by ``id``). Its phases run in order: inputs,
+    initializers, operators, outputs, then :meth:`model` assembles the ModelProto."""
+
+    def __init__(self, traced: _Traced, opset: int):
+        self.traced = traced
+        batch = traced.inputs[0].shape[0] if traced.dynamic else None
+        self.ctx = ExportContext(opset, traced.dynamic, batch, batch + 1 if traced.dynamic else None)
+        self.names: dict[int, str] = {}
+        self.graph_inputs: list = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.graph_outputs: list[tuple[str, Tensor]] = []
+
+    # ----- phase 1: graph inputs ------------------------------------------------------------
+    def add_inputs(self, input_names: Sequence[str] | None) -> None:
+        """Name the input tensors' arrays as graph inputs."""
+        tr, ctx = self.traced, self.ctx
+        for i, (t, n) in enumerate(zip(tr.inputs, _input_names(input_names, len(tr.inputs), "input"))):
+            n = ctx.reserve(n)
+            if id(t.data) in self.names:
+                raise ExportError("ONNX export: the same tensor is given twice as an input")
+            self.names[id(t.data)] = n
+            ctx.set_shapes(n, t.shape, tr.inputs2[i].shape if tr.dynamic else None)
+            self.graph_inputs.append(helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)))
+
+    # ----- phase 2: initializers ------------------------------------------------------------
+    def add_initializers(self, params: dict[int, str]) -> None:
+        """Make the parameters that operators read initializers, named by ``params``."""
+        arrays_by_id = {id(a): a for rec in self.traced.tr1.records for a in rec.ins}
+        for key, pname in params.items():
+            if key in self.names or key not in arrays_by_id:
+                continue
+            n = self.ctx.reserve(pname)
+            self.names[key] = n
+            arr = host_array(arrays_by_id[key])
+            self.ctx.set_shapes(n, arr.shape, arr.shape)
+            self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), n))
+
+    # ----- phase 3: operators ---------------------------------------------------------------
+    def convert_operators(self) -> None:
+        """Convert every recorded operator with its registered converter."""
+        tr = self.traced
+        recs2 = tr.tr2.records if tr.dynamic else [None] * len(tr.tr1.records)
+        for rec, rec2 in zip(tr.tr1.records, recs2):
+            self._convert_record(rec, rec2)
+        self.ctx.layer = ""
+
+    def _convert_record(self, rec: trace.Record, rec2: trace.Record | None) -> None:
+        ctx, op = self.ctx, rec.op
         ctx.layer = rec.layer
-        op = rec.op
-        conv = table.get(type(op))
+        conv = registry.EXPORT.get(type(op))
         if conv is None:
             raise ctx.error(op, "no ONNX converter is registered for this operator")
         ctx.op2 = rec2.op if rec2 is not None else None
         ctx.ins2 = rec2.ins if rec2 is not None else None
         ctx.outs2 = rec2.outs if rec2 is not None else None
         if rec2 is not None and not getattr(conv, "batch_aware", False):
-            a1, a2 = trace.op_attrs(op), trace.op_attrs(rec2.op)
-            diff = sorted(k for k in a1 if not trace.same(a1[k], a2.get(k)))
-            if diff:
-                raise ctx.error(
-                    op, f"its attribute(s) {diff} depend on the batch size; export with dynamic_batch=False"
-                )
-        in_names = []
-        for j, a in enumerate(rec.ins):
-            if id(a) not in names:
-                b = rec2.ins[j] if rec2 is not None else a
-                if rec2 is not None and not trace.same(a, b):
-                    raise ctx.error(
-                        op,
-                        f"input {j} is a constant that depends on the batch size (shape {tuple(a.shape)} "
-                        f"vs {tuple(b.shape)}); compute it from the inputs, or export with "
-                        "dynamic_batch=False",
-                    )
-                n = ctx.const(a, hint="const")
-                names[id(a)] = n
-                ctx.set_shapes(n, a.shape, a.shape)
-            in_names.append(names[id(a)])
+            self._check_batch_independent(op, rec2.op)
+        in_names = [self._input_name(op, j, a, rec2) for j, a in enumerate(rec.ins)]
         out_names = [ctx.fresh(type(op).__name__.lower()) for _ in rec.outs]
         for k, (n, a) in enumerate(zip(out_names, rec.outs)):
             ctx.set_shapes(n, a.shape, rec2.outs[k].shape if rec2 is not None else None)
         conv(ctx, op, in_names, out_names, rec.ins, rec.outs)
         for n, a in zip(out_names, rec.outs):
-            names[id(a)] = n
+            self.names[id(a)] = n
 
-    graph_outputs = []
-    init_names = {i.name for i in initializers}
-    input_set = {v.name for v in graph_inputs}
-    produced = {o for nd in ctx.nodes for o in nd.output}
-    renames: dict[str, str] = {}
-    ctx.layer = ""
-    for k, (t, want) in enumerate(zip(outputs, _input_names(output_names, len(outputs), "output"))):
-        inner = names.get(id(t.data))
+    def _check_batch_independent(self, op: Any, op2: Any) -> None:
+        """A converter that is not batch-aware needs attributes equal in both traces."""
+        a1, a2 = trace.op_attrs(op), trace.op_attrs(op2)
+        diff = sorted(k for k in a1 if not trace.same(a1[k], a2.get(k)))
+        if diff:
+            raise self.ctx.error(
+                op, f"its attribute(s) {diff} depend on the batch size; export with dynamic_batch=False"
+            )
+
+    def _input_name(self, op: Any, j: int, a: Any, rec2: trace.Record | None) -> str:
+        """The name of input ``j`` (array ``a``); an array nothing named is a constant."""
+        if id(a) in self.names:
+            return self.names[id(a)]
+        b = rec2.ins[j] if rec2 is not None else a
+        if rec2 is not None and not trace.same(a, b):
+            raise self.ctx.error(
+                op,
+                f"input {j} is a constant that depends on the batch size (shape {tuple(a.shape)} "
+                f"vs {tuple(b.shape)}); compute it from the inputs, or export with "
+                "dynamic_batch=False",
+            )
+        n = self.ctx.const(a, hint="const")
+        self.names[id(a)] = n
+        self.ctx.set_shapes(n, a.shape, a.shape)
+        return n
+
+    # ----- phase 4: graph outputs -----------------------------------------------------------
+    def add_outputs(self, output_names: Sequence[str] | None) -> None:
+        """Name the output tensors: the node producing one is renamed to the output name
+        where it can be, else an Identity node copies the value."""
+        tr, ctx = self.traced, self.ctx
+        keep = {i.name for i in self.initializers} | {v.name for v in self.graph_inputs}
+        produced = {o for nd in ctx.nodes for o in nd.output}
+        renames: dict[str, str] = {}
+        for k, (t, want) in enumerate(zip(tr.outputs, _input_names(output_names, len(tr.outputs), "output"))):
+            inner = self._output_source(t, want)
+            ctx.claim(want)
+            if inner in produced and inner not in renames and inner not in keep:
+                renames[inner] = want
+            else:  # an input, an initializer or a repeated output: copy it
+                ctx.node("Identity", [renames.get(inner, inner)], [want])
+            ctx.set_shapes(want, t.shape, tr.outputs2[k].shape if tr.dynamic else None)
+            self.graph_outputs.append((want, t))
+        _rename_values(ctx.nodes, renames)
+
+    def _output_source(self, t: Tensor, want: str) -> str:
+        inner = self.names.get(id(t.data))
         if inner is None:
             raise ExportError(
                 "ONNX export: an output tensor was not computed from the inputs by recorded operators "
                 "(was it created outside autograd?)"
             )
-        if want in ctx._names and want != inner:
+        if self.ctx.taken(want) and want != inner:
             raise ExportError(f"ONNX export: output name {want!r} is already used by another value")
-        if inner in produced and inner not in renames and inner not in input_set and inner not in init_names:
-            renames[inner] = want
-            ctx._names.add(want)
-        else:  # an input, an initializer or a repeated output: copy it
-            ctx._names.add(want)
-            ctx.node("Identity", [renames.get(inner, inner)], [want])
-        ctx.set_shapes(want, t.shape, outputs2[k].shape if dynamic else None)
-        graph_outputs.append((want, t))
-    if renames:
-        for nd in ctx.nodes:
-            for i, n in enumerate(nd.input):
-                if n in renames:
-                    nd.input[i] = renames[n]
-            for i, n in enumerate(nd.output):
-                if n in renames:
-                    nd.output[i] = renames[n]
-    passes.simplify(ctx.nodes, {n for n, _ in graph_outputs}, ctx._shapes)
+        return inner
 
-    out_infos = [helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)) for n, t in graph_outputs]
-    graph = helper.make_graph(ctx.nodes, model_name, graph_inputs, out_infos, initializer=initializers)
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", opset)],
-        producer_name="singa",
-        producer_version=_version(),
-    )
-    model.ir_version = min(model.ir_version, _ir_version_for(opset))
-    _check_output_shapes(model, ctx)
-    return model
+    # ----- phase 5: the model ---------------------------------------------------------------
+    def model(self, model_name: str) -> onnx.ModelProto:
+        """Simplify the nodes and assemble the checked ModelProto."""
+        ctx = self.ctx
+        passes.simplify(ctx.nodes, {n for n, _ in self.graph_outputs}, ctx.shapes)
+        out_infos = [
+            helper.make_tensor_value_info(n, onnx_dtype(t.dtype), ctx.dims(n)) for n, t in self.graph_outputs
+        ]
+        graph = helper.make_graph(
+            ctx.nodes, model_name, self.graph_inputs, out_infos, initializer=self.initializers
+        )
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", ctx.opset)],
+            producer_name="singa",
+            producer_version=_version(),
+        )
+        model.ir_version = min(model.ir_version, _ir_version_for(ctx.opset))
+        _check_output_shapes(model, ctx)
+        return model
+
+
+def _rename_values(nodes: list[onnx.NodeProto], renames: dict[str, str]) -> None:
+    """Rename values in the nodes' inputs and outputs."""
+    if not renames:
+        return
+    for nd in nodes:
+        for names in (nd.input, nd.output):
+            for i, n in enumerate(names):
+                if n in renames:
+                    names[i] = renames[n]
+
+
+def _convert(
+    traced: _Traced,
+    params: dict[int, str],
+    opset: int,
+    names: tuple[Sequence[str] | None, Sequence[str] | None],
+    model_name: str,
+) -> onnx.ModelProto:
+    """The ONNX model of the traced computation; ``names`` are the input and output
+    value names (None for the defaults)."""
+    conversion = _Conversion(traced, opset)
+    conversion.add_inputs(names[0])
+    conversion.add_initializers(params)
+    conversion.convert_operators()
+    conversion.add_outputs(names[1])
+    return conversion.model(model_name)
 
 
 def _version() -> str:
@@ -479,16 +374,35 @@ def to_onnx(
         onnx_model = sonnx.to_onnx([x], [y])     # or sonnx.to_onnx([x], model)
         onnx.save(onnx_model, "model.onnx")
     """
-    from singa.layer.base import Layer
-
     inputs = _as_tensors(inputs)
     if not inputs:
         raise ValueError("ONNX export: at least one input tensor is needed")
     opset = _check_opset(opset)
-    recorded_graph = None
-    if recorded.are_tensors(outputs):
+    fn, model, recorded_graph = _computation(outputs, inputs, model, dynamic_batch)
+    try:
+        tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)
+    except (trace.TraceError, recorded.RecordError) as e:
+        raise ExportError(str(e)) from None
+    traced = _Traced(tr1, outs1, inputs, (tr2, outs2, inputs2))
+    params = _param_names(tr1, model, recorded_graph)
+    result = _convert(traced, params, opset, (input_names, output_names), model_name)
+    if check:
+        onnx.checker.check_model(result, full_check=True)
+    return result
+
+
+def _computation(outputs: Any, inputs: list[Tensor], model: Any, dynamic_batch: bool) -> tuple:
+    """``(fn, model, recorded_graph)``: the function to trace for ``to_onnx``'s
+    ``outputs`` (recorded tensors, a Layer/Model or a function), the model that names
+    the states, and the recorded graph of output tensors (None otherwise)."""
+    from singa.layer.base import Layer
+
+    def check_model() -> None:
         if model is not None and not isinstance(model, Layer):
             raise TypeError(f"ONNX export: model must be a Layer/Model, got {type(model).__name__}")
+
+    if recorded.are_tensors(outputs):
+        check_model()
         outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         try:
             recorded_graph = recorded.RecordedGraph(inputs, outs)
@@ -497,46 +411,37 @@ def to_onnx(
                 recorded_graph.check_batch(set(_model_params(model)) if model is not None else set())
         except recorded.RecordError as e:
             raise ExportError(str(e)) from None
-        fn: Callable = recorded_graph.replay
-    elif isinstance(outputs, Layer):
-        model = outputs
-        if not getattr(model, "_initialized", True):  # create the parameters outside the traces
-            trace.trace(lambda *xs: _run_layer(model, xs), inputs, model)
-        fn: Callable = lambda *xs: _run_layer(model, xs)  # noqa: E731
-    elif callable(outputs):
-        if model is not None and not isinstance(model, Layer):
-            raise TypeError(f"ONNX export: model must be a Layer/Model, got {type(model).__name__}")
-        fn = outputs
-        if model is not None and not getattr(model, "_initialized", True):
-            trace.trace(fn, inputs, model)
-    else:
-        raise TypeError(
-            "ONNX export: `outputs` must be the output Tensor(s), the Layer/Model or the function that "
-            f"computes the outputs from the inputs, got {type(outputs).__name__}"
-        )
-    try:
-        tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)
-    except (trace.TraceError, recorded.RecordError) as e:
-        raise ExportError(str(e)) from None
-    params = tr1.leaf_params() if model is None or recorded_graph is not None else {}
-    if recorded_graph is not None:  # BatchNorm's running statistics: initializers too
-        params.update({k: n for k, n in recorded_graph.state_names().items() if k not in params})
-    if model is not None:  # the model's dotted names win
-        params.update(_model_params(model))
-    result = _convert(
-        tr1, tr2, inputs, inputs2, outs1, outs2, params, opset, input_names, output_names, model_name
+        return recorded_graph.replay, model, recorded_graph
+    if isinstance(outputs, Layer):
+        layer = outputs
+        if not layer.initialized:  # create the parameters outside the traces
+            trace.trace(lambda *xs: _run_layer(layer, xs), inputs, layer)
+        return (lambda *xs: _run_layer(layer, xs)), layer, None
+    if callable(outputs):
+        check_model()
+        if model is not None and not model.initialized:
+            trace.trace(outputs, inputs, model)
+        return outputs, model, None
+    raise TypeError(
+        "ONNX export: `outputs` must be the output Tensor(s), the Layer/Model or the function that "
+        f"computes the outputs from the inputs, got {type(outputs).__name__}"
     )
-    if check:
-        onnx.checker.check_model(result, full_check=True)
-    return result
+
+
+def _param_names(tr1: trace.Tracer, model: Any, recorded_graph: Any) -> dict[int, str]:
+    """The initializer names by array id: leaf parameters (and, for recorded tensors,
+    BatchNorm's running statistics), the model's dotted state names winning."""
+    params = tr1.leaf_params() if model is None or recorded_graph is not None else {}
+    if recorded_graph is not None:
+        params.update({k: n for k, n in recorded_graph.state_names().items() if k not in params})
+    if model is not None:
+        params.update(_model_params(model))
+    return params
 
 
 def _run_layer(layer: Any, xs: Sequence[Tensor]) -> Any:
     """Call a layer's forward directly (bypassing graph replay), initializing it first."""
-    from singa.layer.base import Layer
-
-    if not getattr(layer, "_initialized", True):
-        return Layer.__call__(layer, *xs)
+    layer.ensure_initialized(*xs)
     return layer.forward(*xs)
 
 

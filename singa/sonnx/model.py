@@ -131,7 +131,7 @@ class SONNXModel(Model):
             self.buffers[key] = t
             self.onnx_names[key] = oname
             self._by_onnx[oname] = t
-        self._initialized = True
+        self.ensure_initialized()  # every parameter exists: nothing waits for a first call
 
     @property
     def onnx_model(self) -> Any:
@@ -178,11 +178,6 @@ class SONNXModel(Model):
             raise RuntimeError("SONNXModel.train_one_batch: set an optimizer first (set_optimizer)")
         self.optimizer(loss)
         return out, loss
-
-    def initializer_values(self) -> dict[str, np.ndarray]:
-        """The current values by ONNX initializer name (e.g. to write a fine-tuned model
-        back into the ONNX file); buffers from Constant nodes by their output name."""
-        return {self.onnx_names[k]: t.to_numpy() for k, t in {**self.params, **self.buffers}.items()}
 
     def __repr__(self) -> str:
         return (

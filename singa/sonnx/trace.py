@@ -19,7 +19,7 @@ import numpy as np
 from singa import autograd
 from singa.tensor import Tensor
 
-_ENGINE_FIELDS = {"name", "src", "requires_grad", "needs_grad", "cache", "n_out", "out_meta", "inputs"}
+_ENGINE_FIELDS = {"name", "src", "requires_grad", "needs_grad", "cache", "n_out", "out_meta"}
 
 
 class TraceError(RuntimeError):

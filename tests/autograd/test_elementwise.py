@@ -1,6 +1,8 @@
 """Elementwise operators: gradients (finite differences, float64), forward values against
 numpy, broadcasting, dtypes, conventions at ties and bounds, errors, needs_grad."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -279,3 +281,27 @@ def test_backward_does_not_modify_dy():
         keep = dy.copy()
         y.creator.backward(dy)
         np.testing.assert_array_equal(dy, keep)
+
+
+def test_erf_gradcheck_and_forward():
+    x = np.random.default_rng(3).normal(size=(3, 4)) * 1.5
+    gradcheck(autograd.erf, [x])
+    got = autograd.erf(Tensor(data=x, dtype=np.float64)).to_numpy()
+    want = np.array([math.erf(v) for v in x.reshape(-1)]).reshape(x.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    assert autograd.erf(Tensor(data=x.astype(np.float16), dtype=np.float16)).dtype == np.float16
+
+
+def test_cast_gradcheck_and_forward():
+    x = np.random.default_rng(4).normal(size=(2, 3))
+    gradcheck(
+        lambda t: autograd.mul(autograd.cast(autograd.cast(t, np.float32), np.float64), t),
+        [x],
+        eps=1e-2,
+        atol=1e-4,
+    )
+    y = autograd.cast(Tensor(data=x, dtype=np.float64), np.int32)
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y.to_numpy(), x.astype(np.int32))
+    t = Tensor(data=x, dtype=np.float64)
+    assert autograd.cast(t, np.float64) is t

@@ -144,17 +144,14 @@ def test_delegations(monkeypatch):
     ckpt = types.ModuleType("singa.model.checkpoint")
     ckpt.save_model = lambda m, f, aux=None, compress=False: calls.append(("save", f, aux, compress))
     ckpt.load_model = lambda m, f, strict=True: calls.append(("load", f, strict)) or {"epoch": 3}
-    sonnx = types.ModuleType("singa.sonnx")
-    sonnx.export_model = lambda m, p, i, opset=None, dynamic_batch=True: calls.append(
-        ("onnx", p, opset, dynamic_batch)
-    )
-    import singa
     import singa.model as sm
 
     monkeypatch.setitem(sys.modules, "singa.model.checkpoint", ckpt)
     monkeypatch.setattr(sm, "checkpoint", ckpt, raising=False)
-    monkeypatch.setitem(sys.modules, "singa.sonnx", sonnx)
-    monkeypatch.setattr(singa, "sonnx", sonnx, raising=False)
+    monkeypatch.setattr(
+        "singa.sonnx.export.export_model",
+        lambda m, p, i, opset=None, dynamic_batch=True: calls.append(("onnx", p, opset, dynamic_batch)),
+    )
     m = MLP()
     m.save_states("a.zip", aux_states={"epoch": 3})
     m.save_states("b.zip", compress=True)

@@ -15,7 +15,7 @@ import singa.autograd as ag
 from singa import autograd, layer, model, sonnx, tensor
 from singa.autograd.conv_transpose import conv_transpose2d
 from singa.autograd.engine import Operation
-from singa.sonnx.converters import CONVERTERS
+from singa.sonnx.registry import EXPORT as CONVERTERS
 from singa.tensor import Tensor
 
 

@@ -1,6 +1,8 @@
-"""ONNX converters for :mod:`singa.autograd.loss` (for exporting training graphs).
+"""Losses (:mod:`singa.autograd.loss`): ONNX export (for training graphs) and import.
 
-Each loss is a tensor of shape (1,), the mean over the batch, as in SINGA.
+Each exported loss is a tensor of shape (1,), the mean over the batch, as in SINGA. The
+imported ONNX losses are compositions (log-softmax, products and sums), since ONNX's
+class weights, ``ignore_index`` and reductions have no single autograd operator.
 """
 
 from __future__ import annotations
@@ -9,9 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import loss
-from singa.sonnx.export import ExportContext
-from singa.sonnx.export_elementwise import cast_to
+from singa import autograd
+from singa.autograd import activation as act
+from singa.autograd import elementwise as ew
+from singa.autograd import loss, reduction
+from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
+from singa.tensor import Tensor
+
+# ----- export --------------------------------------------------------------------------------
 
 
 def convert_softmax_cross_entropy(
@@ -103,10 +110,63 @@ def convert_binary_cross_entropy(
     _to_shape1(ctx, ctx.node("Neg", [mean], 1)[0], outs)
 
 
-CONVERTERS = {
+# ----- import --------------------------------------------------------------------------------
+
+
+def _nll(ctx: NodeContext, logp: Tensor, labels: Tensor, weight: Tensor | None) -> Tensor:
+    """ONNX NegativeLogLikelihoodLoss of log-probabilities (N, C, d...) and labels
+    (N, d...), with optional class weights, ignore_index and reduction."""
+    reduction = ctx.attr("reduction", "mean")
+    if reduction not in ("mean", "sum", "none"):
+        raise ctx.unsupported(f"reduction {reduction!r}")
+    lab = labels.to_numpy().astype(np.int64)
+    c = logp.shape[1]
+    ignore = ctx.attr("ignore_index")
+    valid = np.ones(lab.shape, bool) if ignore is None else lab != int(ignore)
+    safe = np.where(valid, lab, 0)
+    if ((safe < 0) | (safe >= c)).any():
+        raise ValueError(f"ONNX import: {ctx.op_type} node {ctx.name!r}: labels out of range [0, {c})")
+    w = valid.astype(np.float64)
+    if weight is not None:
+        w = w * weight.to_numpy().astype(np.float64)[safe]
+    onehot = np.moveaxis(np.eye(c, dtype=np.float64)[safe], -1, 1) * np.expand_dims(w, 1)
+    picked = autograd.mul(logp, ctx.const(onehot, logp.dtype))
+    per = autograd.neg(autograd.reduce_sum(picked, [1], 0))
+    if reduction == "none":
+        return per
+    total = autograd.reduce_sum(per, None, 0)
+    if reduction == "sum":
+        return total
+    return autograd.div(total, ctx.const(w.sum(), logp.dtype))
+
+
+@builds(act.LogSoftMax, ew.Mul, reduction.ReduceSum, ew.Neg, ew.Div)
+def handle_softmax_cross_entropy(ctx: NodeContext, xs: list) -> Any:
+    """SoftmaxCrossEntropyLoss (scores with classes on axis 1), with the optional
+    log_prob output."""
+    scores, labels = xs[0], xs[1]
+    weight = xs[2] if len(xs) > 2 else None
+    logp = autograd.log_softmax(scores, axis=1)
+    loss = _nll(ctx, logp, labels, weight)
+    return [loss, logp] if ctx.outputs > 1 else loss
+
+
+@builds(ew.Mul, reduction.ReduceSum, ew.Neg, ew.Div)
+def handle_nll_loss(ctx: NodeContext, xs: list) -> Tensor:
+    """NegativeLogLikelihoodLoss."""
+    return _nll(ctx, xs[0], xs[1], xs[2] if len(xs) > 2 else None)
+
+
+# ----- tables --------------------------------------------------------------------------------
+EXPORT = {
     loss.SoftMaxCrossEntropy: convert_softmax_cross_entropy,
     loss.CrossEntropy: convert_cross_entropy,
     loss.NLLLoss: convert_nll_loss,
     loss.MSELoss: convert_mse_loss,
     loss.BinaryCrossEntropy: convert_binary_cross_entropy,
+}
+
+IMPORT = {
+    "SoftmaxCrossEntropyLoss": handle_softmax_cross_entropy,
+    "NegativeLogLikelihoodLoss": handle_nll_loss,
 }

@@ -1,12 +1,15 @@
-"""ONNX converters for :mod:`singa.autograd.linalg`."""
+"""Matrix products (:mod:`singa.autograd.linalg`): ONNX export and import."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from singa import autograd
 from singa.autograd import linalg
-from singa.sonnx.export import ExportContext
-from singa.sonnx.export_elementwise import cast_to
+from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
+from singa.tensor import Tensor
+
+# ----- export --------------------------------------------------------------------------------
 
 
 def convert_matmul(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
@@ -36,8 +39,38 @@ def convert_gemm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, y
     )
 
 
-CONVERTERS = {
+# ----- import --------------------------------------------------------------------------------
+
+
+@builds(linalg.MatMul)
+def handle_matmul(ctx: NodeContext, xs: list) -> Tensor:
+    """MatMul (numpy semantics, batched and 1-D operands included)."""
+    return autograd.matmul(xs[0], xs[1])
+
+
+@builds(linalg.Gemm)
+def handle_gemm(ctx: NodeContext, xs: list) -> Tensor:
+    """Gemm(alpha, beta, transA, transB) with an optional C."""
+    c = xs[2] if len(xs) > 2 else None
+    return autograd.gemm(
+        xs[0],
+        xs[1],
+        c,
+        alpha=float(ctx.attr("alpha", 1.0)),
+        beta=float(ctx.attr("beta", 1.0)),
+        transA=bool(ctx.attr("transA", 0)),
+        transB=bool(ctx.attr("transB", 0)),
+    )
+
+
+# ----- tables --------------------------------------------------------------------------------
+EXPORT = {
     linalg.MatMul: convert_matmul,
     linalg.AddBias: convert_add_bias,
     linalg.Gemm: convert_gemm,
+}
+
+IMPORT = {
+    "MatMul": handle_matmul,
+    "Gemm": handle_gemm,
 }

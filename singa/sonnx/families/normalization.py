@@ -1,0 +1,109 @@
+"""Normalization (:mod:`singa.autograd.normalization`): ONNX export and import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from singa import autograd
+from singa.autograd import normalization
+from singa.sonnx.context import ExportContext, NodeContext, builds, keep_dtype
+
+# ----- export --------------------------------------------------------------------------------
+
+
+def convert_batchnorm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """BatchNormalization with the running statistics (training_mode=1 when the
+    operator ran in training mode, opset 14+)."""
+    attrs: dict = {"epsilon": float(op.eps), "momentum": float(op.momentum)}
+    if op.training:
+        if ctx.opset < 14:
+            raise ctx.error(op, "BatchNorm in training mode needs opset 14 or newer")
+        attrs["training_mode"] = 1
+    ctx.node("BatchNormalization", ins, outs, **attrs)
+
+
+def convert_layer_norm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """LayerNormalization (opset 17+), else mean/variance nodes."""
+    r = xs[0].ndim
+    axis = op.axis % r
+    if ctx.opset >= 17:
+        ctx.node("LayerNormalization", ins, outs, axis=axis, epsilon=float(op.eps))
+        return
+    dt = xs[0].dtype
+    axes = list(range(axis, r))
+    extra, attrs = ctx.axes_arg("ReduceMean", axes, since=18)
+    x = ins[0]
+    m = ctx.node("ReduceMean", [x] + extra, 1, keepdims=1, **attrs)[0]
+    d = ctx.node("Sub", [x, m], 1)[0]
+    v = ctx.node("ReduceMean", [ctx.node("Mul", [d, d], 1)[0]] + extra, 1, keepdims=1, **attrs)[0]
+    s = ctx.node("Sqrt", [ctx.node("Add", [v, ctx.const(np.asarray(op.eps, dtype=dt))], 1)[0]], 1)[0]
+    y = ctx.node("Mul", [ctx.node("Div", [d, s], 1)[0], ins[1]], [outs[0]] if len(ins) < 3 else 1)[0]
+    if len(ins) > 2:
+        ctx.node("Add", [y, ins[2]], outs)
+
+
+# ----- import --------------------------------------------------------------------------------
+
+
+@builds(normalization.BatchNorm2d)
+def handle_batchnorm(ctx: NodeContext, xs: list) -> Any:
+    """BatchNormalization. In training (``training_mode`` or a SONNXModel in train())
+    it normalises with batch statistics and updates the running ones in place when they
+    are the model's states (a SONNXModel's buffers, from initializers or Constant nodes),
+    else copies of them; the optional running-stat outputs follow
+    ONNX's formula (biased batch variance)."""
+    x, scale, bias, mean, var = xs
+    eps = float(ctx.attr("epsilon", 1e-5))
+    mom = float(ctx.attr("momentum", 0.9))
+    training = ctx.training or bool(ctx.attr("training_mode", 0))
+    if not training:
+        return keep_dtype(autograd.batchnorm_2d(x, scale, bias, mean, var, mom, eps, training=False), x.dtype)
+    outs = []
+    if ctx.outputs > 1:
+        xa = x.to_numpy().astype(np.float64)
+        axes = (0,) + tuple(range(2, x.ndim()))
+        bm, bv = xa.mean(axis=axes), xa.var(axis=axes)
+        outs = [
+            ctx.const(mean.to_numpy() * mom + bm * (1 - mom), mean.dtype),
+            ctx.const(var.to_numpy() * mom + bv * (1 - mom), var.dtype),
+        ]
+    # the update happens in place: only into the model's states (a SONNXModel in train());
+    # inference with training_mode, or statistics from a Constant or a computed value: copies
+    if not ctx.training or not ctx.is_state(mean):
+        mean = ctx.const(mean.to_numpy())
+    if not ctx.training or not ctx.is_state(var):
+        var = ctx.const(var.to_numpy())
+    y = keep_dtype(autograd.batchnorm_2d(x, scale, bias, mean, var, mom, eps, training=True), x.dtype)
+    return [y] + outs
+
+
+@builds(normalization.LayerNorm)
+def handle_layer_norm(ctx: NodeContext, xs: list) -> Any:
+    """LayerNormalization(axis, epsilon) with the optional Mean/InvStdDev outputs."""
+    x, scale = xs[0], xs[1]
+    bias = xs[2] if len(xs) > 2 else None
+    axis = int(ctx.attr("axis", -1)) % x.ndim()
+    eps = float(ctx.attr("epsilon", 1e-5))
+    y = autograd.layer_norm(x, scale, bias, axis, eps)
+    if ctx.outputs == 1:
+        return y
+    xa = x.to_numpy().astype(np.float32 if x.dtype.itemsize < 4 else x.dtype)
+    axes = tuple(range(axis, x.ndim()))
+    m = xa.mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(((xa - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+    stash = np.float32 if int(ctx.attr("stash_type", 1)) == 1 else x.dtype
+    return [y, ctx.const(m, stash), ctx.const(inv, stash)]
+
+
+# ----- tables --------------------------------------------------------------------------------
+EXPORT = {
+    normalization.BatchNorm2d: convert_batchnorm,
+    normalization.LayerNorm: convert_layer_norm,
+}
+
+IMPORT = {
+    "BatchNormalization": handle_batchnorm,
+    "LayerNormalization": handle_layer_norm,
+}

@@ -1,0 +1,85 @@
+"""Reductions (:mod:`singa.autograd.reduction`): ONNX export and import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from singa import autograd
+from singa.autograd import reduction
+from singa.sonnx.context import ExportContext, NodeContext, builds, keep_dtype
+from singa.tensor import Tensor
+
+# ----- export --------------------------------------------------------------------------------
+
+
+def _reduce_converter(op_type: str, since: int):
+    def convert(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+        extra, attrs = ctx.axes_arg(op_type, op.axes, since=since)
+        ctx.node(op_type, ins + extra, outs, keepdims=int(op.keepdims), **attrs)
+
+    convert.__name__ = f"convert_{op_type.lower()}"
+    return convert
+
+
+# ----- import --------------------------------------------------------------------------------
+
+
+def _reduce_handler(fn, axes_input_since: int, op: type):
+    @builds(op)
+    def handle(ctx: NodeContext, xs: list) -> Tensor:
+        x = xs[0]
+        if ctx.opset >= axes_input_since:
+            axes = ctx.static(xs[1]) if len(xs) > 1 else None
+            axes = None if axes is None else [int(a) for a in axes.reshape(-1)]
+        else:
+            axes = ctx.attr("axes")
+        keep = int(ctx.attr("keepdims", 1))
+        if not axes:
+            if int(ctx.attr("noop_with_empty_axes", 0)):
+                return x
+            axes = None
+        if x.size() == 0:
+            return _reduce_empty(ctx, fn, x, axes, keep)
+        y = fn(x, axes, keep)
+        return keep_dtype(y, x.dtype)
+
+    return handle
+
+
+def _reduce_empty(ctx: NodeContext, fn: Any, x: Tensor, axes: Any, keep: int) -> Tensor:
+    """Reductions of empty tensors: sums are 0, maxima the lowest value (ONNX)."""
+    xp = ctx.device.xp
+    ax = None if axes is None else tuple(int(a) % x.ndim() for a in axes)
+    if fn is autograd.reduce_max:
+        low = False if x.dtype == bool else (-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min)
+        y = xp.max(x.data, axis=ax, keepdims=bool(keep), initial=low)
+    elif fn is autograd.reduce_mean:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            y = xp.mean(x.data, axis=ax, keepdims=bool(keep))
+    else:
+        y = xp.sum(x.data, axis=ax, keepdims=bool(keep))
+    return ctx.wrap(xp.asarray(y).astype(x.dtype))
+
+
+@builds(reduction.ReduceMax)
+def handle_global_max_pool(ctx: NodeContext, xs: list) -> Tensor:
+    """GlobalMaxPool: max over every spatial axis, kept as size 1."""
+    x = xs[0]
+    return autograd.reduce_max(x, list(range(2, x.ndim())), 1)
+
+
+# ----- tables --------------------------------------------------------------------------------
+EXPORT = {
+    reduction.ReduceSum: _reduce_converter("ReduceSum", 13),
+    reduction.ReduceMean: _reduce_converter("ReduceMean", 18),
+    reduction.ReduceMax: _reduce_converter("ReduceMax", 18),
+}
+
+IMPORT = {
+    "ReduceSum": _reduce_handler(reduction.reduce_sum, 13, reduction.ReduceSum),
+    "ReduceMean": _reduce_handler(reduction.reduce_mean, 18, reduction.ReduceMean),
+    "ReduceMax": _reduce_handler(reduction.reduce_max, 18, reduction.ReduceMax),
+    "GlobalMaxPool": handle_global_max_pool,
+}

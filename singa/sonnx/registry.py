@@ -1,0 +1,65 @@
+"""The ONNX tables: the export table ``{Operation subclass: converter}`` and the import
+table ``{ONNX op type: handler}``, merged from the family modules of
+:mod:`singa.sonnx.families` (listed here, once). The exporter and the backend read
+these tables and nothing else of the families."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from singa.sonnx.families import (
+    activation,
+    conv,
+    conv_transpose,
+    dropout,
+    elementwise,
+    indexing,
+    linalg,
+    loss,
+    normalization,
+    pooling,
+    pooling_nd,
+    reduction,
+    shape,
+)
+
+FAMILIES = (
+    activation,
+    conv,
+    conv_transpose,
+    dropout,
+    elementwise,
+    indexing,
+    linalg,
+    loss,
+    normalization,
+    pooling,
+    pooling_nd,
+    reduction,
+    shape,
+)
+
+
+def _merge(tables: list[dict], what: str) -> dict:
+    merged: dict = {}
+    for table in tables:
+        for key, value in table.items():
+            if key in merged:
+                raise RuntimeError(f"ONNX registry: {key!r} has two {what}")
+            merged[key] = value
+    return merged
+
+
+EXPORT: dict[type, Callable] = _merge([f.EXPORT for f in FAMILIES], "converters")
+IMPORT: dict[str, Callable] = _merge([f.IMPORT for f in FAMILIES], "import handlers")
+
+
+def register_export(op_class: type, converter: Callable) -> None:
+    """Register (or replace) the ONNX converter of an Operation subclass (an operator of
+    your own)."""
+    EXPORT[op_class] = converter
+
+
+def register_import(op_type: str, handler: Callable) -> None:
+    """Register (or replace) the import handler of an ONNX op type (default domain)."""
+    IMPORT[op_type] = handler
