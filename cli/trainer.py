@@ -39,6 +39,7 @@ from cli.common import (
 )
 from cli.config import TrainConfig
 from cli.errors import CliError, Interrupted
+from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
 from singa import data, tensor
 from singa.model.checkpoint import CheckpointError
@@ -123,6 +124,20 @@ class _SigintFlag:
                 signal.signal(signal.SIGINT, self._prev)
 
 
+#: the settings a resumed run takes from its checkpoint unless given again
+_RESUMED_SETTINGS = (
+    "model",
+    "data",
+    "batch_size",
+    "optimizer",
+    "scheduler",
+    "warmup",
+    "seed",
+    "epochs",
+    "precision",
+)
+
+
 def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
     """Validation batches: at least 256 samples for images up to 64x64 (fewer, larger
     matrix products), the training batch size for larger images (memory)."""
@@ -132,6 +147,10 @@ def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
 
 def _finite(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Trainer:
@@ -172,7 +191,7 @@ class Trainer:
             )
         stored = run["config"]
         differ = []
-        for key in ("model", "data", "batch_size", "optimizer", "scheduler", "warmup", "seed", "epochs"):
+        for key in _RESUMED_SETTINGS:
             if key not in stored:
                 continue
             if key in self.explicit:
@@ -246,6 +265,7 @@ class Trainer:
                 is_train=True,
                 use_graph=cfg.graph,
                 sequential=cfg.sequential,
+                precision=cfg.precision,
             )
         except ValueError as e:
             raise CliError(
@@ -321,6 +341,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
             f"of {self.steps} steps, "
@@ -357,6 +378,7 @@ class Trainer:
         path = self.cfg.checkpoint
         if not path:
             return
+        check_params(self.model, state.step, self.cfg)
         try:
             self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
         except OSError as e:
@@ -389,6 +411,7 @@ class Trainer:
                             tx = tensor.from_numpy(xb, dev)
                             ty = tensor.from_numpy(yb, dev)
                             o, loss = model(tx, ty)
+                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
                             state.loss_sum += float(loss) * len(yb)
                             state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
                             state.seen += len(yb)
@@ -410,7 +433,13 @@ class Trainer:
                 epoch_done = state.batch >= self.steps
                 t1 = time.perf_counter()
                 try:
-                    vloss, vacc, _ = evaluate(model, self.val_loader, dev, stop=lambda: flag.set)
+                    vloss, vacc, _ = evaluate(
+                        model,
+                        self.val_loader,
+                        dev,
+                        stop=lambda: flag.set,
+                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
+                    )
                 except EvalStopped:
                     self._interrupted(state, log)
                 rec = {
@@ -467,7 +496,7 @@ class Trainer:
         if not matplotlib_available():
             if cfg.plot:
                 self.out.warn(
-                    f"no plot written to {path}: matplotlib is not installed (pip install 'singa[plot]')"
+                    f"no plot written to {path}: matplotlib is not installed (pip install '.[plot]')"
                 )
             return
         try:
@@ -504,9 +533,9 @@ class Trainer:
         }
         log.write("end", **summary)
         stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
-        ep = "epoch" if state.epoch == 1 else "epochs"
         msg = (
-            f"done: {state.step} steps, {state.epoch} {ep}{stop} in {fmt_time(state.train_time)} of training"
+            f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
+            f"in {fmt_time(state.train_time)} of training"
         )
         if last.get("val_acc") is not None:
             msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"

@@ -26,6 +26,10 @@ this package never imports the layers.
 
 training = False
 
+#: the active precision policy (see :mod:`singa.model.precision`); while it is set,
+#: every operator call goes through ``autocast.call(op, inputs)``
+autocast = None
+
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403

@@ -93,7 +93,15 @@ class Operation:
         self.reaches_stored = False
 
     def __call__(self, *xs: Tensor) -> tuple:
-        """Run forward on the inputs' arrays and return a tuple of output Tensors."""
+        """Run forward on the inputs' arrays and return a tuple of output Tensors
+        (through ``autograd.autocast`` when a precision policy is active)."""
+        policy = _state.autocast
+        if policy is not None:
+            return policy.call(self, xs)
+        return self.apply_to(xs)
+
+    def apply_to(self, xs: tuple) -> tuple:
+        """``self(*xs)`` without the precision policy: the inputs are used as given."""
         dev = xs[0].device
         needs = tuple(x.requires_grad for x in xs)
         self.requires_grad = keep = _state.training and any(needs)

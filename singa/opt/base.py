@@ -41,6 +41,38 @@ def _host(a: Any) -> np.ndarray:
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.array(a, copy=True)
 
 
+def _float_dtype(cls: str, dtype: Any) -> np.dtype | None:
+    if dtype is None:
+        return None
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d is None or d.kind != "f":
+        raise ValueError(
+            f"{cls}: dtype must be None or a floating dtype (tensor.float16, ...), got {dtype!r}"
+        )
+    return d
+
+
+def _scaler_states(scaler: Any) -> dict:
+    """The loss scaler's entry of the optimizer states (none without a scaler)."""
+    return {} if scaler is None else {"loss_scaler": scaler.get_states()}
+
+
+def _scaler_problems(scaler: Any, states: Mapping) -> list[str]:
+    """What is wrong with the states' loss-scaler entry (a checkpoint without one, or
+    an optimizer without a scaler, is fine: float32 and mixed checkpoints load both ways)."""
+    given = states.get("loss_scaler")
+    return [] if given is None or scaler is None else scaler.check_states(given)
+
+
+def _restore_scaler(scaler: Any, states: Mapping) -> None:
+    given = states.get("loss_scaler")
+    if given is not None and scaler is not None:
+        scaler.set_states(given)
+
+
 def global_norm(arrays: list) -> float:
     """sqrt of the sum of squares of every element of ``arrays`` (computed in each
     array's dtype, summed in float64)."""
@@ -68,15 +100,19 @@ class Optimizer:
     Args:
         lr: a learning rate (number >= 0), a :class:`~singa.opt.Scheduler`, or any
             callable ``step -> float``; evaluated at ``step_counter`` on every update.
-        dtype: when given (SINGA's argument), the dtype every parameter must have;
-            None (the default) accepts parameters of any floating dtype.
         clip_norm: when given, ``backward_and_update`` scales all gradients together
             so that their global L2 norm is at most ``clip_norm``.
+        dtype: SINGA's ``dtype``: the dtype of the parameters this optimizer updates
+            (``tensor.float16`` for SINGA's pure float16 training); a parameter of
+            another dtype raises ValueError. None (default) accepts any.
 
     Attributes:
         lr: may be changed between steps (also while a model replays its graph).
         step_counter: completed ``backward_and_update`` (or :meth:`step`) calls.
         last_grad_norm: the global gradient norm of the last clipped step.
+        loss_scaler: a :class:`~singa.opt.scaler.LossScaler` (set by
+            ``Model.compile(..., precision="mixed")``) that ``backward_and_update``
+            then runs through; None by default.
     """
 
     #: names of the per-parameter state arrays this optimizer may keep
@@ -89,8 +125,9 @@ class Optimizer:
         if clip_norm is not None and not (_number(clip_norm) and clip_norm > 0):
             raise ValueError(f"{name}: clip_norm must be None or a number > 0, got {clip_norm!r}")
         self.lr = lr if callable(lr) else float(lr)
-        self.dtype = _dtype(name, dtype)
         self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.dtype = _float_dtype(name, dtype)
+        self.loss_scaler: Any = None
         self.step_counter = 0
         self.last_grad_norm: float | None = None
         self._slots: dict[Tensor, dict[str, Any]] = {}
@@ -135,8 +172,8 @@ class Optimizer:
             )
         if self.dtype is not None and p.dtype != self.dtype:
             raise ValueError(
-                f"{type(self).__name__}.update: parameter of dtype {p.dtype}, the optimizer was "
-                f"made with dtype={self.dtype}"
+                f"{type(self).__name__}.update: a {p.dtype} parameter for an optimizer "
+                f"built with dtype={self.dtype}"
             )
         self._apply(param, p, g)
         rec = param.device.recorder
@@ -198,7 +235,12 @@ class Optimizer:
 
     def backward_and_update(self, loss: Tensor, dy: Any = None) -> None:
         """Back-propagate from ``loss`` and update every parameter that stores its
-        gradient (clipping first when ``clip_norm`` is set), then :meth:`step`."""
+        gradient (clipping first when ``clip_norm`` is set), then :meth:`step`.
+        With a ``loss_scaler`` the scaler runs the step (scaled loss, unscaled and
+        checked gradients)."""
+        if self.loss_scaler is not None:
+            self.loss_scaler.backward_and_update(self, loss, dy)
+            return
         if self.clip_norm is None:
             for p, g in engine.backward(loss, dy):
                 self.update(p, g)
@@ -257,6 +299,7 @@ class Optimizer:
             "hyper": self._hyper(),
             "param_steps": param_steps,
             "slots": slots,
+            **_scaler_states(self.loss_scaler),
         }
 
     def _singa_states(self) -> dict:
@@ -293,8 +336,10 @@ class Optimizer:
         problems += more
         slots, more = _check_slots(cls, states, names, self.slot_names)
         problems += more
+        problems += _scaler_problems(self.loss_scaler, states)
         if problems:
             raise ValueError(f"{cls}.set_states: " + "; ".join(problems))
+        _restore_scaler(self.loss_scaler, states)
         self._slots = _device_slots(slots, names)
         self._param_steps = {names[n]: int(v) for n, v in psteps.items()}
         self.step_counter = int(states["step"])
@@ -352,19 +397,6 @@ def _singa_slot_arrays(cls: str, states: Mapping, singa_slots: dict, by_key: dic
                 )
             slots.setdefault(key, {})[slot] = arr
     return slots
-
-
-def _dtype(cls: str, dtype: Any) -> Any:
-    """``dtype`` as a numpy floating dtype, or None."""
-    if dtype is None:
-        return None
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"{cls}: dtype must be a floating dtype or None, got {dtype!r}") from None
-    if dt.kind != "f":
-        raise ValueError(f"{cls}: dtype must be a floating dtype or None, got {dtype!r}")
-    return dt
 
 
 def _count(v: Any) -> bool:
