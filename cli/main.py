@@ -166,6 +166,12 @@ def _data_dir_type() -> click.Path:
 )
 @click.option("--sequential", is_flag=True, help="Replay the graph in the recorded order.")
 @click.option(
+    "--augment",
+    is_flag=True,
+    help="Augment image batches: random crop of the image zero-padded by 1/8 of its height, "
+    "and a random left-right flip (singa.image_tool.augment_batch).",
+)
+@click.option(
     "--precision",
     type=click.Choice(["float32", "mixed", "float16"], case_sensitive=False),
     default="float32",

@@ -41,7 +41,7 @@ from cli.config import TrainConfig
 from cli.errors import CliError, Interrupted
 from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
-from singa import data, tensor
+from singa import data, image_tool, tensor
 from singa.model.checkpoint import CheckpointError
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
@@ -135,6 +135,7 @@ _RESUMED_SETTINGS = (
     "seed",
     "epochs",
     "precision",
+    "augment",
 )
 
 
@@ -234,6 +235,10 @@ class Trainer:
         dev = make_device(cfg.device)
         ds = load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet)
         info = ds.info
+        if cfg.augment and ds.x_train.ndim != 4:
+            raise CliError(
+                f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
+            )
         mean, std = data.channel_mean_std(ds.x_train)
         train = data.DataLoader(
             ds.x_train,
@@ -244,6 +249,7 @@ class Trainer:
             drop_last=True,
             mean=mean,
             std=std,
+            transform=image_tool.augment_batch if cfg.augment else None,
         )
         val = data.DataLoader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
         steps = len(train)
@@ -341,6 +347,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += ", augmented" if cfg.augment else ""
         mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "

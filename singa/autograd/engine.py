@@ -107,7 +107,10 @@ class Operation:
         self.requires_grad = keep = _state.training and any(needs)
         self.needs_grad = needs
         arrays = [x.data for x in xs]
-        ys = self.forward(*arrays)
+        if dev.profiler is None:
+            ys = self.forward(*arrays)
+        else:  # SetVerbosity: time the kernel
+            ys = dev.profiler.run(self, self.forward, arrays, "forward")
         if not isinstance(ys, tuple):
             ys = (ys,)
         self.n_out = len(ys)
@@ -292,7 +295,10 @@ def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
         if op.n_out > 1:
             xp = dev.xp
             dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
-        dxs = op.backward(*dys)
+        if dev.profiler is None:
+            dxs = op.backward(*dys)
+        else:  # SetVerbosity: time the kernel
+            dxs = dev.profiler.run(op, op.backward, dys, "backward")
         if not isinstance(dxs, tuple):
             dxs = (dxs,)
         if dev.recorder is not None:
