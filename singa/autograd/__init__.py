@@ -33,6 +33,7 @@ autocast = None
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
+from singa.autograd.creation import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403
 from singa.autograd.elementwise import *  # noqa: E402,F403
 from singa.autograd.engine import (  # noqa: E402
@@ -45,9 +46,16 @@ from singa.autograd.engine import (  # noqa: E402
 )
 from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
+from singa.autograd.logical import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
+from singa.autograd.operators import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.pooling_nd import *  # noqa: E402,F403
+from singa.autograd.rearrange import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
-from singa.autograd.shape import *  # noqa: E402,F403
+from singa.autograd.resize import *  # noqa: E402,F403
+from singa.autograd.rounding import *  # noqa: E402,F403
+from singa.autograd.shaping import *  # noqa: E402,F403
+from singa.autograd.trigonometric import *  # noqa: E402,F403
+from singa.autograd.variadic import *  # noqa: E402,F403

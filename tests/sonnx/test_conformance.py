@@ -31,6 +31,10 @@ EXPECTED_SKIPS = {
     ),
     r"test_training_dropout(_default)?(_mask)?$": "random dropout masks cannot match the reference generator",
     r"test_identity_(sequence|opt)": "sequence and optional types",
+    r"^test_(and|or|xor)(\d|_bcast)|^test_not_\dd$|^test_scatter_with(out)?_axis$|^test_upsample_nearest$": (
+        "models of opset < 11 (these cases are opset 1-10): old-opset import is issue 13, item 1"
+    ),
+    r"^test_resize_": "Resize is imported only in upsample's form (asymmetric, floor/linear, scales)",
 }
 
 # raised as UnsupportedOperator (not a numeric mismatch)
