@@ -183,17 +183,19 @@ def _split_args(op: str, args: tuple, axis: Any, keepdims: bool) -> tuple[tuple,
     return tensors, axis, bool(keepdims)
 
 
-def _elementwise_sum(op: str, xs: tuple) -> Tensor:
-    """a + b + ... of tensors of one dtype that broadcast together."""
-    from singa.autograd.elementwise import add
+def _elementwise(op: str, xs: tuple) -> Tensor:
+    """SINGA's ``sum(a, b, ...)`` / ``mean(a, b, ...)``: the variadic operator over
+    tensors of one dtype (floating for the mean) that broadcast together."""
+    from singa.autograd import variadic
 
     dtypes = {x.dtype for x in xs}
     if len(dtypes) > 1:
         raise ValueError(f"{op}: needs tensors of one dtype, got {', '.join(str(d) for d in dtypes)}")
-    out = xs[0]
-    for x in xs[1:]:
-        out = add(out, x)
-    return out
+    if op == "mean" and xs[0].dtype.kind != "f":
+        raise ValueError(f"mean: needs floating-point tensors, got {xs[0].dtype}")
+    np.broadcast_shapes(*(tuple(x.shape) for x in xs))
+    cls = variadic.Sum if op == "sum" else variadic.Mean
+    return cls()(*xs)[0]
 
 
 def sum(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
@@ -203,7 +205,7 @@ def sum(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = Fa
     (SINGA's form; they broadcast together and share one dtype)."""
     xs, axis, keepdims = _split_args("sum", args, axis, keepdims)
     if len(xs) > 1:
-        return _elementwise_sum("sum", xs)
+        return _elementwise("sum", xs)
     return ReduceSum(_norm_axes(xs[0], axis, "sum"), keepdims)(xs[0])[0]
 
 
@@ -214,11 +216,5 @@ def mean(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = F
     (SINGA's form; they broadcast together and share one floating dtype)."""
     xs, axis, keepdims = _split_args("mean", args, axis, keepdims)
     if len(xs) > 1:
-        from singa.autograd.elementwise import mul
-
-        total = _elementwise_sum("mean", xs)
-        if total.dtype.kind != "f":
-            raise ValueError(f"mean: needs floating-point tensors, got {total.dtype}")
-        scale = Tensor._wrap(total.device.xp.asarray(1.0 / len(xs), dtype=total.dtype), total.device)
-        return mul(total, scale)
+        return _elementwise("mean", xs)
     return ReduceMean(_norm_axes(xs[0], axis, "mean"), keepdims)(xs[0])[0]
