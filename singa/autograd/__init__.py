@@ -1,7 +1,10 @@
 """Automatic differentiation: operators on Tensors, recorded for ``backward``.
 
-Set ``autograd.training = True`` to record the graph (SINGA's switch); while it is
-False no graph is recorded and nothing is kept for backward. Whether Dropout and
+Operators always record the graph (each output's ``creator``, each operator's
+``src``), as SINGA's do; ``autograd.training = True`` (SINGA's switch) makes them also
+keep what backward needs, and while it is False nothing is kept for backward (so
+``sonnx.to_onnx`` can export outputs computed in evaluation mode). ``no_grad()``
+records nothing at all. Whether Dropout and
 BatchNorm behave as in training is a separate matter, owned by the layers
 (``train()``/``eval()``); the functional ``dropout`` and ``batchnorm_2d`` take a
 ``training`` argument that defaults to this flag.

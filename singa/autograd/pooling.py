@@ -177,7 +177,7 @@ class AvgPool2d(_Pooling):
         stride: tuple,
         pads: tuple,
         ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        count_include_pad: bool = False,
         spatial_dims: int = 2,
     ):
         super().__init__(kernel_size, stride, pads, ceil_mode, spatial_dims)
@@ -316,12 +316,13 @@ def avg_pool_2d(
     stride: Any = None,
     padding: Any = 0,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of NCHW ``x`` over kh x kw windows (zero padding).
 
     Args are those of :func:`max_pool_2d`, plus ``count_include_pad``: divide by the
-    window size counting padded cells (default) or by the number of real cells. With
+    window size counting padded cells, or by the number of real cells (the default, as
+    SINGA's oneDNN and cuDNN kernels and ONNX's AveragePool default). With
     ``ceil_mode`` the cells beyond the padding are never counted (as PyTorch).
     """
     k, s, p = _pool_args("avg_pool_2d", x, kernel_size, stride, padding, ceil_mode)
@@ -381,7 +382,7 @@ def avg_pool_1d(
     stride: Any = None,
     padding: Any = 0,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
     k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)

@@ -220,7 +220,7 @@ def test_unary_float32_and_no_cache_without_grad(name):
     (g,) = grads(y, tx)
     assert g.dtype == np.float32 and g.shape == x.shape
     frozen = fn(T(x, requires_grad=False))
-    assert frozen.creator is None and frozen.dtype == np.float32
+    assert frozen.creator.cache is None and frozen.dtype == np.float32  # recorded, no cache
 
 
 def test_unary_ops_keep_nothing_when_not_recording():

@@ -59,7 +59,7 @@ def test_matmul_only_needed_gradients():
     y = autograd.matmul(x, w)
     assert y.creator.needs_grad == (True, True)
     grads = autograd.gradients(y, dy=np.ones((3, 2)))
-    assert set(grads) == {w}
+    assert set(grads) == {id(w)}
     y2 = autograd.matmul(const(randn(3, 4)), w)
     assert y2.creator.backward(np.ones((3, 2)))[0] is None
 
