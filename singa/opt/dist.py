@@ -118,18 +118,14 @@ class DistOpt:
         self.opt.lr = value
 
     @property
-    def loss_scaler(self) -> None:
-        """Always None: loss scaling (``precision="mixed"``) is not wired into the
-        distributed steps yet."""
-        return None
+    def loss_scaler(self) -> Any:
+        """The wrapped optimizer's :class:`~singa.opt.LossScaler` (``precision="mixed"``
+        sets one), kept there so that its state is saved with the optimizer's."""
+        return self.opt.loss_scaler
 
     @loss_scaler.setter
     def loss_scaler(self, scaler: Any) -> None:
-        if scaler is not None:
-            raise NotImplementedError(
-                "DistOpt: loss scaling (precision='mixed') is not supported with data-parallel "
-                "training yet; use precision 'float32' or 'float16'"
-            )
+        self.opt.loss_scaler = scaler
 
     @property
     def step_counter(self) -> int:
@@ -244,8 +240,35 @@ class DistOpt:
 
     def backward_and_update(self, loss: Tensor, threshold: int = _THRESHOLD) -> None:
         """Back-propagate, average the gradients over the ranks (tensors of at most
-        ``threshold`` elements fused into messages of about that size) and update."""
-        self._reduced_update(loss, threshold, functools.partial(_mean_of, self))
+        ``threshold`` elements fused into messages of about that size) and update.
+
+        With a ``loss_scaler`` the scaler runs the step on the ranks' mean of the
+        scaled gradients; its inf/NaN check is agreed by all ranks, so they skip a
+        step (and back off the scale) together."""
+        scaler = self.opt.loss_scaler
+        if scaler is None:
+            self._reduced_update(loss, threshold, functools.partial(_mean_of, self))
+            return
+        reduce = functools.partial(self._synced_mean, threshold)
+        scaler.backward_and_update(self.opt, loss, reduce_grads=reduce, any_rank=self.all_reduce_any)
+
+    def _synced_mean(self, threshold: int, dev: Any, params: list, grads: list) -> list:
+        """The ranks' mean of ``grads`` (fused as in :meth:`backward_and_update`),
+        after the first-update broadcast of ``params``."""
+        self._sync_params(dev, params)
+        averaged: list = [None] * len(grads)
+        for grp in coll.fusion_groups([g.size for g in grads], threshold):
+            for i, out in zip(grp, _mean_of(self, dev, None, [grads[i] for i in grp])):
+                averaged[i] = out
+        return averaged
+
+    def _no_scaler(self, variant: str) -> None:
+        if self.opt.loss_scaler is not None:
+            raise NotImplementedError(
+                f"DistOpt.{variant}: loss scaling (precision='mixed') works with the plain "
+                "all-reduce only (dist_option='plain'); use precision 'float32' or 'float16' "
+                "with this variant"
+            )
 
     def backward_and_update_half(
         self, loss: Tensor, threshold: int = _THRESHOLD, clipping: bool = False, clip_Value: float = 100
@@ -253,6 +276,7 @@ class DistOpt:
         """:meth:`backward_and_update` with float16 on the wire (float32 gradients and
         update); with ``clipping`` each gradient is first clipped to ``[-clip_Value,
         clip_Value]``."""
+        self._no_scaler("backward_and_update_half")
         clip = float(clip_Value) if clipping else None
         self._reduced_update(loss, threshold, functools.partial(_half_mean_of, self, clip))
 
@@ -267,6 +291,7 @@ class DistOpt:
         """:meth:`backward_and_update` sending only significant gradient elements
         (see :meth:`sparsification`); with ``corr`` each rank keeps what it did not
         send and adds it to its next gradient."""
+        self._no_scaler("backward_and_sparse_update")
         self._reduced_update(
             loss, threshold, functools.partial(_sparse_mean_of, self, float(spars), bool(topK)), corr
         )
@@ -275,6 +300,7 @@ class DistOpt:
         """Update every parameter from the local gradient, then average one partition
         of the parameters over the ranks (partitions as in the fused all-reduce, taken
         in turn: after a full cycle every parameter was averaged once)."""
+        self._no_scaler("backward_and_partial_update")
         pairs = list(autograd_engine.backward(loss))
         if not pairs:
             self.opt.step(loss.device)

@@ -16,10 +16,12 @@ sets one) runs ``optimizer(loss)`` as:
 Steps 3-4 are one recorded kernel, so graph replays take the same decisions as eager
 steps on the same values (replay == eager, bitwise).
 
-Data-parallel training: every rank must take the same decision. Pass
+Data-parallel training: every rank must take the same decision. A
+:class:`~singa.opt.DistOpt` runs the step through its scaler with the mean of the
+ranks' scaled gradients and its ``all_reduce_any`` vote, so every rank unscales the
+same gradients and skips (or updates) together. Custom loops pass
 ``all_reduce_flag`` (``bool -> bool``, True when any rank found inf/NaN) to the
-scaler, or give the optimizer an ``all_reduce_any`` method with that meaning (the
-scaler uses it when ``all_reduce_flag`` is None).
+scaler, or give the optimizer an ``all_reduce_any`` method with that meaning.
 
 Example::
 
@@ -133,8 +135,20 @@ class LossScaler:
         t.data[...] = self.scale
         return t
 
-    def backward_and_update(self, optimizer: Any, loss: Tensor, dy: Any = None) -> None:
-        """``optimizer(loss)`` with loss scaling (see the module docstring)."""
+    def backward_and_update(
+        self,
+        optimizer: Any,
+        loss: Tensor,
+        dy: Any = None,
+        reduce_grads: Callable[[Any, list, list], list] | None = None,
+        any_rank: Callable[[bool], bool] | None = None,
+    ) -> None:
+        """``optimizer(loss)`` with loss scaling (see the module docstring).
+
+        Data-parallel steps (:class:`~singa.opt.DistOpt`) pass ``reduce_grads``
+        (``(device, parameters, scaled gradient arrays) -> their mean over the ranks``, recorded
+        by the caller) and ``any_rank`` (the inf/NaN vote, used when the scaler has
+        no ``all_reduce_flag``)."""
         active = _ag.autocast
         if active is not None:
             active.restore_masters()
@@ -144,15 +158,19 @@ class LossScaler:
             pairs = list(engine.backward(elementwise.mul(loss, scale), dy))
         if pairs:
             params = [p for p, _ in pairs]
-            arrays = [g.data for _, g in pairs] + [p.data for p in params] + [scale.data]
-            finish = functools.partial(self._finish, optimizer, params)
+            grads = [g.data for _, g in pairs]
+            if reduce_grads is not None:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    grads = list(reduce_grads(dev, params, grads))
+            arrays = grads + [p.data for p in params] + [scale.data]
+            finish = functools.partial(self._finish, optimizer, params, any_rank)
             with _unrecorded(dev):
                 finish(*arrays)
             if dev.recorder is not None:
                 dev.recorder.record(finish, arrays, ())
         optimizer.step(dev)
 
-    def _finish(self, optimizer: Any, params: list[Tensor], *arrays: Any) -> None:
+    def _finish(self, optimizer: Any, params: list[Tensor], any_rank: Any, *arrays: Any) -> None:
         """Unscale, check, clip and update (or skip), then adjust the scale. ``arrays``
         are the gradients, then the parameters and the scale (passed so that a graph
         orders this kernel after everything that reads them)."""
@@ -160,7 +178,7 @@ class LossScaler:
         inv = np.float32(1.0 / self.scale)
         unscaled = [_unscale(g, inv) for g in grads]
         found = not all(bool(engine.array_module(g).isfinite(g).all()) for g in unscaled)
-        found = self._agree(optimizer, found)
+        found = self._agree(optimizer, found, any_rank)
         if not found:
             if optimizer.clip_norm is not None:
                 unscaled, optimizer.last_grad_norm = clip_by_global_norm(unscaled, optimizer.clip_norm)
@@ -168,8 +186,8 @@ class LossScaler:
                 optimizer.update(p, g)
         self.update(found)
 
-    def _agree(self, optimizer: Any, found: bool) -> bool:
-        reduce = self.all_reduce_flag or getattr(optimizer, "all_reduce_any", None)
+    def _agree(self, optimizer: Any, found: bool, any_rank: Any = None) -> bool:
+        reduce = self.all_reduce_flag or any_rank or getattr(optimizer, "all_reduce_any", None)
         return bool(reduce(found)) if reduce is not None else found
 
     def update(self, found_inf: bool) -> None:

@@ -42,6 +42,16 @@ CASES = {
 }
 SEEDED_BY_RANK = {"sgd_seeded"}
 
+#: mixed precision (loss scaling) cases: name -> (graph mode, overflow); with overflow,
+#: rank 1's batch of step OVERFLOW_STEP is multiplied by 1e30 (inf once cast to float16)
+MIXED_CASES = {
+    "mixed_eager": (False, False),
+    "mixed_graph": (True, False),
+    "mixed_overflow_eager": (False, True),
+    "mixed_overflow_graph": (True, True),
+}
+OVERFLOW_STEP = 2
+
 
 def dataset(n: int = GLOBAL_BATCH * STEPS) -> tuple[np.ndarray, np.ndarray]:
     """Noise images with one brighter quadrant; the class is that quadrant."""
@@ -71,10 +81,19 @@ def make_optimizer(kind: str) -> opt.Optimizer:
     return opt.Adam(opt.ExponentialDecay(0.01, 2, 0.9))
 
 
-def train(kind: str, option: str, graph: bool, distributed: bool, seed_by_rank: bool = False) -> dict:
+def train(
+    kind: str,
+    option: str,
+    graph: bool,
+    distributed: bool,
+    seed_by_rank: bool = False,
+    precision: str = "float32",
+    overflow: bool = False,
+) -> dict:
     """Train the tiny CNN for :data:`STEPS` steps; returns its parameters and losses.
     ``distributed`` wraps the optimizer in a DistOpt and takes this rank's slice;
-    ``seed_by_rank`` initialises rank r from seed r (DistOpt takes rank 0's values)."""
+    ``seed_by_rank`` initialises rank r from seed r (DistOpt takes rank 0's values);
+    ``overflow`` blows up rank 1's batch at :data:`OVERFLOW_STEP`."""
     dev = device.get_default_device()
     optimizer = make_optimizer(kind)
     rank, world = 0, 1
@@ -87,13 +106,16 @@ def train(kind: str, option: str, graph: bool, distributed: bool, seed_by_rank: 
     model.set_optimizer(optimizer)
     x, y = dataset()
     tx = tensor.from_numpy(x[:b], dev)
-    model.compile([tx], is_train=True, use_graph=graph, sequential=False)
+    model.compile([tx], is_train=True, use_graph=graph, sequential=False, precision=precision)
     init_sum = sum(float(abs(t.to_numpy()).sum()) for t in model.get_params().values())
     losses = []
     before = full_loss(model, dev)
     for j in range(STEPS):
         lo = j * GLOBAL_BATCH + rank * b
-        tx = tensor.from_numpy(x[lo : lo + b], dev)
+        xb = x[lo : lo + b]
+        if overflow and rank == 1 and j == OVERFLOW_STEP:
+            xb = xb * np.float32(1e30)
+        tx = tensor.from_numpy(xb, dev)
         ty = tensor.from_numpy(y[lo : lo + b], dev)
         _, loss = model(tx, ty, option, SPARS.get(option))
         losses.append(float(loss))
@@ -104,6 +126,10 @@ def train(kind: str, option: str, graph: bool, distributed: bool, seed_by_rank: 
     out["world"] = np.asarray(world)
     out["rank"] = np.asarray(rank)
     out["init_sum"] = np.asarray(init_sum)
+    scaler = optimizer.loss_scaler
+    if scaler is not None:
+        out["scale"] = np.asarray(scaler.scale)
+        out["skipped_steps"] = np.asarray(scaler.skipped_steps)
     return out
 
 
@@ -131,6 +157,9 @@ def main(argv: list[str]) -> None:
     out_dir = argv[0]
     for name, (kind, option, graph) in CASES.items():
         res = train(kind, option, graph, distributed=True, seed_by_rank=name in SEEDED_BY_RANK)
+        np.savez(os.path.join(out_dir, f"{name}_rank{int(res['rank'])}.npz"), **res)
+    for name, (graph, overflow) in MIXED_CASES.items():
+        res = train("sgd", "plain", graph, distributed=True, precision="mixed", overflow=overflow)
         np.savez(os.path.join(out_dir, f"{name}_rank{int(res['rank'])}.npz"), **res)
 
 

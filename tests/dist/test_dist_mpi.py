@@ -25,7 +25,8 @@ def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ranks")
     proc = run_mpi(2, [WORKER, str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {name: [dict(np.load(out / f"{name}_rank{r}.npz")) for r in range(2)] for name in worker.CASES}
+    names = [*worker.CASES, *worker.MIXED_CASES]
+    return {name: [dict(np.load(out / f"{name}_rank{r}.npz")) for r in range(2)] for name in names}
 
 
 def _params(res: dict) -> dict:
@@ -43,7 +44,7 @@ def test_two_ranks_match_one_process_at_twice_the_batch(ranks, case):
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-6 * scale, err_msg=k)
 
 
-@pytest.mark.parametrize("case", list(worker.CASES))
+@pytest.mark.parametrize("case", [*worker.CASES, *worker.MIXED_CASES])
 def test_ranks_end_bitwise_identical(ranks, case):
     a, b = (_params(r) for r in ranks[case])
     for k in a:
@@ -51,7 +52,9 @@ def test_ranks_end_bitwise_identical(ranks, case):
     assert ranks[case][0]["world"] == 2 and ranks[case][1]["rank"] == 1
 
 
-@pytest.mark.parametrize("variant", ["sgd", "adam", "half", "partial", "topk", "threshold"])
+@pytest.mark.parametrize(
+    "variant", ["sgd", "adam", "half", "partial", "topk", "threshold", "mixed", "mixed_overflow"]
+)
 def test_graph_replay_equals_eager(ranks, variant):
     eager, graph = _params(ranks[f"{variant}_eager"][0]), _params(ranks[f"{variant}_graph"][0])
     for k in eager:
@@ -103,3 +106,31 @@ def test_ranks_start_from_rank_0s_parameters(ranks):
     (and the ranks end equal to one process, above)."""
     r0, r1 = ranks["sgd_seeded"]
     assert r0["init_sum"] == r1["init_sum"] == ranks["sgd_eager"][0]["init_sum"]
+
+
+@pytest.mark.parametrize("case", ["mixed_eager", "mixed_graph"])
+def test_mixed_precision_trains_with_loss_scaling(ranks, case):
+    for res, float32 in zip(ranks[case], ranks["sgd_eager"]):  # the same run in float32
+        assert float(res["loss_after"]) < float(res["loss_before"]) - 0.05
+        assert abs(float(res["loss_after"]) - float(float32["loss_after"])) < 0.01
+        np.testing.assert_allclose(res["losses"], float32["losses"], atol=1e-3)
+    assert [float(r["scale"]) for r in ranks[case]] == [2.0**16] * 2
+    assert [int(r["skipped_steps"]) for r in ranks[case]] == [0, 0]
+
+
+@pytest.mark.parametrize("case", ["mixed_overflow_eager", "mixed_overflow_graph"])
+def test_an_overflow_on_one_rank_makes_every_rank_skip(ranks, case):
+    """Rank 1's batch overflows at one step; rank 0's was fine, yet both skip that step
+    and halve the scale, and end with the same parameters."""
+    step = worker.OVERFLOW_STEP
+    rank0, rank1 = ranks[case]
+    assert np.isfinite(rank0["losses"]).all()
+    assert not np.isfinite(rank1["losses"][step])
+    assert np.isfinite(np.delete(rank1["losses"], step)).all()
+    for res in (rank0, rank1):
+        assert int(res["skipped_steps"]) == 1
+        assert float(res["scale"]) == 2.0**15
+        assert float(res["loss_after"]) < float(res["loss_before"])
+    clean = _params(ranks[case.replace("_overflow", "")][0])
+    skipped = _params(rank0)
+    assert any(not np.array_equal(clean[k], skipped[k]) for k in clean)  # the step was not taken

@@ -116,12 +116,49 @@ def test_children_that_succeed_are_simply_joined():
     assert join_processes(procs, poll=0.1) == [0, 0]
 
 
-def test_mixed_precision_with_distopt_is_refused_clearly():
-    from singa import opt, tensor, zoo
+def _mixed_run(wrap: bool, graph: bool = False, steps: int = 3):
+    from singa import device, opt, tensor, zoo
 
+    dev = device.get_default_device()
+    dev.set_rand_seed(0)
     m = zoo.create("mlp", num_classes=4, num_channels=1)
-    m.set_optimizer(opt.DistOpt(opt.SGD(0.1)))
-    x = tensor.from_numpy(np.zeros((2, 1, 8, 8), np.float32))
-    with pytest.raises(NotImplementedError, match="precision='mixed'"):
-        m.compile([x], is_train=True, precision="mixed")
-    assert m.optimizer.loss_scaler is None and m.optimizer.all_reduce_any(True)
+    sgd = opt.SGD(0.1, momentum=0.9)
+    m.set_optimizer(opt.DistOpt(sgd) if wrap else sgd)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 4, 4).astype(np.int32)
+    m.compile([tensor.from_numpy(x)], is_train=True, use_graph=graph, precision="mixed")
+    for j in range(steps):
+        xb = x * np.float32(1e30) if j == 1 else x  # step 1 overflows in float16
+        m(tensor.from_numpy(xb), tensor.from_numpy(y))
+    return m
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning")  # the forced overflow
+@pytest.mark.parametrize("graph", [False, True])
+def test_mixed_precision_with_a_one_rank_distopt_equals_the_plain_optimizer(graph):
+    plain, dist = _mixed_run(False, graph), _mixed_run(True, graph)
+    scaler = dist.optimizer.loss_scaler
+    assert scaler is dist.optimizer.opt.loss_scaler and scaler.skipped_steps == 1
+    assert scaler.scale == plain.optimizer.loss_scaler.scale == 2.0**15
+    for (k, a), b in zip(plain.get_params().items(), dist.get_params().values()):
+        np.testing.assert_array_equal(a.to_numpy(), b.to_numpy(), err_msg=k)
+    states = dist.optimizer.get_states(dist.get_params())
+    assert states["loss_scaler"]["scale"] == 2.0**15 and states["loss_scaler"]["skipped_steps"] == 1
+
+
+@pytest.mark.parametrize(
+    "variant", ["backward_and_update_half", "backward_and_sparse_update", "backward_and_partial_update"]
+)
+def test_loss_scaling_with_another_dist_variant_is_refused_clearly(variant):
+    from singa import tensor
+
+    m = _mixed_run(True, steps=0)
+    before = {k: t.to_numpy() for k, t in m.get_params().items()}
+    out = m.forward(tensor.from_numpy(np.ones((4, 1, 8, 8), np.float32)))
+    loss = m.softmax_cross_entropy(out, tensor.from_numpy(np.zeros(4, np.int32)))
+    with pytest.raises(NotImplementedError, match=f"{variant}.*plain"):
+        getattr(m.optimizer, variant)(loss)
+    assert m.optimizer.step_counter == 0
+    for k, t in m.get_params().items():
+        np.testing.assert_array_equal(t.to_numpy(), before[k])
