@@ -28,7 +28,7 @@ from onnx.backend.base import Backend, BackendRep
 from singa import autograd
 from singa import device as _device
 from singa.sonnx import registry
-from singa.sonnx.context import NodeContext, UnsupportedOperator
+from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.tensor import Tensor
 
 MIN_IMPORT_OPSET = 11
@@ -257,7 +257,15 @@ class OnnxGraph:
             if n not in env:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
-        ys = fn(ctx, xs)
+        try:
+            ys = fn(ctx, xs)
+        except (TypeError, ValueError) as e:
+            narrow = sorted(
+                {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
+            )
+            if narrow:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
+                raise ctx.unsupported(f"element type {', '.join(narrow)} is not supported ({e})") from e
+            raise
         if isinstance(ys, Tensor):
             ys = (ys,)
         for n, y in zip(ctx.node.output, ys):

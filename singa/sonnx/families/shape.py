@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from singa import autograd
 from singa.autograd import shape as sh
+from singa.sonnx import computed
 from singa.sonnx.context import ExportContext, NodeContext, batch_aware, builds, cast_to
 from singa.tensor import Tensor
 
@@ -527,4 +528,5 @@ IMPORT = {
     "ConstantOfShape": handle_constant_of_shape,
     "Shape": handle_shape,
     "Size": handle_size,
+    **computed.IMPORT,
 }
