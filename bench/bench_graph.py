@@ -236,11 +236,11 @@ def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
 def peak_memory(name: str, mode: str, batch: int, warmup: int = 3, steps: int = 3) -> tuple[float, float]:
     """(step peak, total peak) in MiB of a steady-state step; see the module docstring.
     The operators' buffer pool is emptied first, so that every mode builds its own."""
-    from singa.autograd import _im2col
-
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    try:
+        from singa.autograd.buffers import clear_scratch
+    except ImportError:  # an older tree (before/after comparisons): the pool lived in _im2col
+        from singa.autograd._im2col import clear_scratch
+    clear_scratch()
     gc.collect()
     tracemalloc.start()
     try:

@@ -75,6 +75,7 @@ class TrainConfig:
     warmup: int = 0
     graph: bool = True
     sequential: bool = False
+    precision: str = "float32"
     device: str = "cpu"
     seed: int = 0
     max_steps: int | None = None

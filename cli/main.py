@@ -150,6 +150,14 @@ def _model_type() -> click.Choice:
 )
 @click.option("--sequential", is_flag=True, help="Replay the graph in the recorded order.")
 @click.option(
+    "--precision",
+    type=click.Choice(["float32", "mixed", "float16"], case_sensitive=False),
+    default="float32",
+    show_default=True,
+    help="mixed: float16 compute on float32 master weights with dynamic loss scaling; "
+    "float16: pure float16 (SINGA's -p float16).",
+)
+@click.option(
     "--device", type=click.Choice(["cpu", "gpu"], case_sensitive=False), default="cpu", show_default=True
 )
 @click.option(

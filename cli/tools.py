@@ -59,7 +59,12 @@ def load_checkpoint_model(path: str, model_name: str | None, data_name: str | No
     dev.set_rand_seed(0)
     model = create_model(name, info)
     try:
-        model.compile([placeholder(1, info, dev)], is_train=False, use_graph=False)
+        model.compile(
+            [placeholder(1, info, dev)],
+            is_train=False,
+            use_graph=False,
+            precision=cfg.get("precision", "float32"),
+        )
     except ValueError as e:
         raise CliError(f"{name} does not fit {info.name}: {e}") from e
     try:

@@ -123,6 +123,20 @@ class _SigintFlag:
                 signal.signal(signal.SIGINT, self._prev)
 
 
+#: the settings a resumed run takes from its checkpoint unless given again
+_RESUMED_SETTINGS = (
+    "model",
+    "data",
+    "batch_size",
+    "optimizer",
+    "scheduler",
+    "warmup",
+    "seed",
+    "epochs",
+    "precision",
+)
+
+
 def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
     """Validation batches: at least 256 samples for images up to 64x64 (fewer, larger
     matrix products), the training batch size for larger images (memory)."""
@@ -172,7 +186,7 @@ class Trainer:
             )
         stored = run["config"]
         differ = []
-        for key in ("model", "data", "batch_size", "optimizer", "scheduler", "warmup", "seed", "epochs"):
+        for key in _RESUMED_SETTINGS:
             if key not in stored:
                 continue
             if key in self.explicit:
@@ -246,6 +260,7 @@ class Trainer:
                 is_train=True,
                 use_graph=cfg.graph,
                 sequential=cfg.sequential,
+                precision=cfg.precision,
             )
         except ValueError as e:
             raise CliError(
@@ -321,6 +336,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
             f"of {self.steps} steps, "

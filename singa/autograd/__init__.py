@@ -23,6 +23,10 @@ this package never imports the layers.
 
 training = False
 
+#: the active precision policy (see :mod:`singa.model.precision`); while it is set,
+#: every operator call goes through ``autocast.call(op, inputs)``
+autocast = None
+
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
@@ -36,9 +40,11 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
+from singa.autograd.pooling_nd import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.shape import *  # noqa: E402,F403

@@ -1,14 +1,13 @@
-"""Private helpers of the convolution and pooling operators.
+"""Private helpers of the convolution and pooling operators (their geometry is the
+public :mod:`singa.autograd.conv_geometry`, their buffer pool :mod:`singa.autograd.buffers`).
 
-- argument normalisation (``pair``, ``pads4``) and output sizes;
 - memory-layout helpers: the operators accept NCHW arrays with any strides and
   produce NCHW arrays whose memory is laid out NHWC ("channels last"): a
   (N, C, H, W) array with strides (H*W*C, 1, W*C, C). The public API stays NCHW;
   the layout only makes the column matrices, col2im and pooling faster (see
-  /work/shared/perf-notes.md, note 2);
+  ``bench/README.md``, "Design measurements");
 - im2col / col2im with strided views (``as_strided`` + one copy), written against
   the array module ``xp`` so the same code runs on numpy and cupy;
-- a small buffer pool (numpy only, see :func:`scratch`);
 - :func:`split_batch`, which runs a batch-sliceable numpy loop on several threads
   (numpy releases the GIL inside its elementwise loops; copies, col2im and pooling
   are otherwise single-threaded while BLAS uses every core).
@@ -17,75 +16,14 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-
-def pair(v: Any, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
-    """``v`` (an int or a pair) as a pair of ints >= ``minimum``."""
-    if isinstance(v, int | np.integer):
-        t = (int(v), int(v))
-    else:
-        t = tuple(int(a) for a in v)
-        if len(t) != 2:
-            raise ValueError(f"{op}: {name} must be an int or a pair, got {v!r}")
-    if min(t) < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {v!r}")
-    return t
-
-
-def pads4(padding: Any, op: str) -> tuple[int, int, int, int]:
-    """Padding as (top, left, bottom, right) = ONNX ``pads`` order
-    [h_begin, w_begin, h_end, w_end], from an int, (ph, pw) or a 4-tuple."""
-    if isinstance(padding, int | np.integer):
-        p = (int(padding),) * 4
-    else:
-        t = tuple(int(a) for a in padding)
-        if len(t) == 2:
-            p = (t[0], t[1], t[0], t[1])
-        elif len(t) == 4:
-            p = t
-        else:
-            raise ValueError(
-                f"{op}: padding must be an int, (ph, pw) or (top, left, bottom, right), got {padding!r}"
-            )
-    if min(p) < 0:
-        raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
-    return p  # type: ignore[return-value]
-
-
-def out_size(n: int, k: int, s: int, p0: int, p1: int, d: int = 1, ceil_mode: bool = False) -> int:
-    """Output length along one axis (PyTorch/ONNX rule; with ``ceil_mode`` the
-    last window must start inside the input plus its begin padding)."""
-    span = n + p0 + p1 - d * (k - 1) - 1
-    if span < 0:
-        return 0
-    if not ceil_mode:
-        return span // s + 1
-    o = -(-span // s) + 1
-    if (o - 1) * s >= n + p0:
-        o -= 1
-    return o
-
-
-def same_pads(mode: str, sizes: Any, kernel: Any, stride: Any, dilation: Any) -> tuple[list, list]:
-    """ONNX ``auto_pad`` SAME_UPPER / SAME_LOWER along each spatial axis: the (begin,
-    end) pads giving an output of ceil(size / stride); the odd cell goes at the end
-    (UPPER) or the beginning (LOWER). Returns (begins, ends)."""
-    begin, end = [], []
-    for n, k, s, d in zip(sizes, kernel, stride, dilation):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        small, big = total // 2, total - total // 2
-        begin.append(small if mode == "SAME_UPPER" else big)
-        end.append(big if mode == "SAME_UPPER" else small)
-    return begin, end
+from singa.autograd.buffers import scratch
 
 
 def is_channels_last(x: Any) -> bool:
@@ -212,99 +150,6 @@ def col2im_kmajor(
         for j in range(kw):
             ws = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
             dx[:, :, hs, ws] += dcols[:, i, j].transpose(1, 0, 2, 3)
-
-
-# ----- buffer pool ----------------------------------------------------------------------
-# The convolution and pooling operators take their large arrays (padded inputs, column
-# matrices, outputs, gradients) from a small pool instead of allocating them afresh on
-# every call: glibc returns big freed blocks to the OS and page-faults them in again on
-# the next step, which cost ~40% of a numpy CNN step (perf note 1).
-#
-# Correctness rests on one rule: a pooled array is handed out again only when nothing
-# but the pool refers to it, which the CPython reference count tells exactly (any
-# variable, container, Tensor, cache entry or numpy view holding it keeps the count
-# up). So an array may be cached for backward or returned to the caller: while the
-# caller (or the autograd engine) holds it, it is not reused; once dropped, the next
-# step reuses it without touching malloc. Only numpy arrays are pooled (cupy has its
-# own memory pool). The pool keeps at most _PER_KEY arrays per (shape, dtype) (beyond
-# that, plain allocations) and about _POOL_BYTES in all, forgetting the least recently
-# used shapes first (arrays in use stay valid; the pool just stops tracking them).
-
-_POOL_BYTES = 256 * 1024 * 1024
-_PER_KEY = 4
-_pool: OrderedDict = OrderedDict()
-_pool_bytes = 0
-_pool_lock = threading.Lock()
-
-
-def _first_free(lst: list, free_refs: int) -> Any:
-    for a in lst:
-        if sys.getrefcount(a) <= free_refs:
-            return a
-    return None
-
-
-def _calibrate() -> int:
-    """The reference count that _first_free sees for an array held only by its list
-    (interpreters differ in how many references the loop itself holds)."""
-    probe = [np.empty(1)]
-    for k in range(2, 8):
-        if _first_free(probe, k) is not None:
-            return k
-    raise RuntimeError("cannot calibrate the scratch pool's reference counts")
-
-
-_FREE_REFS = _calibrate()
-
-
-def scratch(xp: Any, shape: tuple, dtype: Any) -> Any:
-    """An uninitialised array of ``shape``/``dtype`` from the pool (numpy; a plain
-    ``xp.empty`` otherwise). It is never handed out again while anything but the pool
-    refers to it, so it may be cached or returned like any new array."""
-    if xp is not np:
-        return xp.empty(shape, dtype=dtype)
-    with _pool_lock:
-        return _scratch(shape, np.dtype(dtype))
-
-
-def _scratch(shape: tuple, dtype: Any) -> Any:
-    global _pool_bytes
-    key = (tuple(shape), dtype.str)
-    lst = _pool.get(key)
-    if lst is not None:
-        _pool.move_to_end(key)
-        a = _first_free(lst, _FREE_REFS)
-        if a is not None:
-            return a
-        if len(lst) >= _PER_KEY:
-            return np.empty(shape, dtype=dtype)
-    else:
-        lst = _pool[key] = []
-    a = np.empty(shape, dtype=dtype)
-    lst.append(a)
-    _pool_bytes += a.nbytes
-    while _pool_bytes > _POOL_BYTES and len(_pool) > 1:
-        _, old = _pool.popitem(last=False)
-        _pool_bytes -= sum(b.nbytes for b in old)
-    return a
-
-
-def is_pooled(a: Any) -> bool:
-    """Whether array ``a`` belongs to the pool (whose list then holds one reference
-    to it: graph replay counts references to know when a buffer is private)."""
-    if not isinstance(a, np.ndarray):
-        return False
-    with _pool_lock:
-        lst = _pool.get((a.shape, a.dtype.str))
-        return lst is not None and any(x is a for x in lst)
-
-
-def clear_scratch() -> None:
-    """Drop every pooled array (arrays still in use stay valid)."""
-    global _pool_bytes
-    with _pool_lock:
-        _pool.clear()
-        _pool_bytes = 0
 
 
 # ----- threads --------------------------------------------------------------------------

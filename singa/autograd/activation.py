@@ -3,13 +3,11 @@
 All are numerically stable over the whole float range (no overflow for large |x|)
 and keep the input's floating dtype.
 
-``relu`` is on the hot path of every network. Measured on a (64, 32, 24, 24) float32
-array (numpy, 2 cores, median of 60 interleaved runs): forward ``np.maximum(x, 0)``
-0.55-0.63 ms vs ``x * (x > 0)`` 0.82-0.88 ms; forward + backward with the output kept
-for backward (``dy * (y > 0)``) 1.44-1.61 ms, with a bool mask 1.44-1.57 ms, with a
-float mask 1.22-1.49 ms. The float mask is at most ~10% faster in training but costs
-4 bytes per element more and makes relu(-inf) nan; keeping the output costs no extra
-memory (the next operator keeps it alive anyway) and is exact, so that is what ReLU does.
+``relu`` is on the hot path of every network: forward is ``np.maximum(x, 0)`` and
+backward keeps the output (``dy * (y > 0)``): no extra memory (the next operator keeps
+the output alive anyway) and exact, where a float mask would be barely faster, cost 4
+bytes per element more and make relu(-inf) nan (the measurements: ``bench/README.md``,
+"Design measurements").
 """
 
 from __future__ import annotations
@@ -52,6 +50,19 @@ class ReLU(Operation):
 
     def backward(self, dy):
         return dy * (self.cache > 0)
+
+    def _forward_into_x(self, x):
+        array_module(x).maximum(x, 0, out=x)
+        if self.requires_grad:
+            self.cache = x
+        return x
+
+    def _backward_into_dy(self, dy):
+        dy *= self.cache > 0
+        return dy
+
+    forward_inplace = ((_forward_into_x, 0),)
+    backward_inplace = ((_backward_into_dy, 0),)
 
 
 class LeakyReLU(Operation):

@@ -12,7 +12,7 @@ Forward is a matrix product: the input windows are copied into a column matrix
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
 whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling,
 BatchNorm and elementwise operators keep that layout, which makes col2im and pooling
-much faster (see /work/shared/perf-notes.md, note 2). An ungrouped pixel-major
+much faster (``bench/README.md``, "Design measurements"). An ungrouped pixel-major
 convolution makes and multiplies its columns a few samples at a time (about
 ``_CHUNK_BYTES`` each), so the copy and the product meet in the cache and only the
 padded input is kept for backward (not the kh*kw times larger columns).
@@ -23,8 +23,8 @@ no gradient, e.g. the first layer) is, for stride 1, a convolution of the padded
 with the flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product
 per kernel offset, (N*OH*OW, O) @ (O, C), added into the padded NHWC gradient by
 contiguous blocks (col2im). Large arrays come from the buffer pool of
-:mod:`singa.autograd._im2col` (copies can optionally be split across threads along
-the batch: :func:`singa.autograd._im2col.split_batch`).
+:mod:`singa.autograd.buffers` (copies can optionally be split across threads along
+the batch: ``_im2col.split_batch``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import _im2col as im
+from singa.autograd import conv_geometry as geo
+from singa.autograd.buffers import scratch
 from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor
 
@@ -48,7 +50,7 @@ _KMAJOR_MAX_C = 4
 _CHUNK_BYTES = 8 << 20
 
 
-class Convolution2D(Operation):
+class Conv2d(Operation):
     """y = conv2d(x, W) + b on NCHW arrays (cross-correlation, as in every framework).
 
     Attributes (read by graph replay and the ONNX exporter):
@@ -83,8 +85,8 @@ class Convolution2D(Operation):
         sh, sw = self.stride
         dh, dw = self.dilation
         t, l, b, r = self.pads
-        oh = im.out_size(h, kh, sh, t, b, dh)
-        ow = im.out_size(w, kw, sw, l, r, dw)
+        oh = geo.out_size(h, kh, sh, t, b, dh)
+        ow = geo.out_size(w, kw, sw, l, r, dw)
         return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
 
     def forward(self, x, W, b=None):
@@ -97,12 +99,12 @@ class Convolution2D(Operation):
         geo = (kh, kw, sh, sw, dh, dw, oh, ow)
         kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
         xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
-        y2 = im.scratch(xp, (m, o), x.dtype)
+        y2 = scratch(xp, (m, o), x.dtype)
         if kmajor:
             # cols: rows (C, kh, kw) of length M = (N, OH, OW), plus a row of ones
             # that carries the bias through the product (and gives db in backward)
             kk = c * kh * kw
-            cols = im.scratch(xp, (kk + (b is not None), m), x.dtype)
+            cols = scratch(xp, (kk + (b is not None), m), x.dtype)
             cols6 = cols[:kk].reshape(c, kh, kw, n, oh, ow)
 
             def im2col(i0, i1):
@@ -128,7 +130,7 @@ class Convolution2D(Operation):
             cols = xh
         else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
-            cols = im.scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
+            cols = scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
             xh = xpad.transpose(0, 2, 3, 1)
 
             def im2col(i0, i1):
@@ -181,14 +183,14 @@ class Convolution2D(Operation):
         (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
         oh, ow = dy.shape[2:]
         pt, pl = dh * (kh - 1) - t, dw * (kw - 1) - l
-        dyp = im.scratch(xp, (n, h + dh * (kh - 1), w + dw * (kw - 1), o), dy.dtype)
+        dyp = scratch(xp, (n, h + dh * (kh - 1), w + dw * (kw - 1), o), dy.dtype)
         dyp[:, :pt] = 0
         dyp[:, pt + oh :] = 0
         dyp[:, pt : pt + oh, :pl] = 0
         dyp[:, pt : pt + oh, pl + ow :] = 0
         dyp[:, pt : pt + oh, pl : pl + ow] = dy.transpose(0, 2, 3, 1)
         wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
-        dxh = im.scratch(xp, (n, h, w, c), dy.dtype)
+        dxh = scratch(xp, (n, h, w, c), dy.dtype)
         dx2 = dxh.reshape(n * h * w, c)
         g = None if xh is None else xp.zeros((c, kh * kw * o), dy.dtype)
         for i0, i1, cb in _column_chunks(xp, dyp, (kh, kw, 1, 1, dh, dw, h, w)):
@@ -222,10 +224,10 @@ class Convolution2D(Operation):
                 if want_db:
                     db = dwt[kk].copy()
             if wk is not None:
-                dcols = im.scratch(xp, (kk, m), dy.dtype)
+                dcols = scratch(xp, (kk, m), dy.dtype)
                 xp.matmul(wk[:, :kk].T, dyh.T, out=dcols)
                 dc6 = dcols.reshape(c, kh, kw, n, oh, ow)
-                dxp = im.scratch(xp, (n, c, hp, wp), dy.dtype)
+                dxp = scratch(xp, (n, c, hp, wp), dy.dtype)
 
                 def col2im(i0, i1):
                     dxp[i0:i1] = 0
@@ -252,10 +254,10 @@ class Convolution2D(Operation):
                 # one product per kernel offset: dcols (kh, kw, M, C), so that col2im adds
                 # contiguous (OW, C) blocks (2x faster than columns laid out (M, kh*kw*C))
                 wb = wk.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)  # wk is W here
-                dcols = im.scratch(xp, (kh * kw, m, c), dy.dtype)
+                dcols = scratch(xp, (kh * kw, m, c), dy.dtype)
                 xp.matmul(dyh[None], wb, out=dcols)
                 dc6 = dcols.reshape(kh, kw, n, oh, ow, c)
-                dxh = im.scratch(xp, (n, hp, wp, c), dy.dtype)
+                dxh = scratch(xp, (n, hp, wp, c), dy.dtype)
 
                 def col2im(i0, i1):
                     dxh[i0:i1] = 0
@@ -264,10 +266,10 @@ class Convolution2D(Operation):
                 im.split_batch(xp, col2im, n, dcols.size)
                 dx = dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
             elif wk is not None:
-                dcols = im.scratch(xp, (g, m, kg), dy.dtype)
+                dcols = scratch(xp, (g, m, kg), dy.dtype)
                 xp.matmul(dyh.reshape(m, g, og).transpose(1, 0, 2), wk.transpose(0, 2, 1), out=dcols)
                 dc7 = dcols.reshape(g, n, oh, ow, kh, kw, cg).transpose(1, 2, 3, 0, 4, 5, 6)
-                dxh = im.scratch(xp, (n, hp, wp, c), dy.dtype)
+                dxh = scratch(xp, (n, hp, wp, c), dy.dtype)
                 dx5 = dxh.reshape(n, hp, wp, g, cg)
 
                 def col2im(i0, i1):
@@ -292,7 +294,7 @@ def _column_chunks(xp: Any, xh: Any, geo: tuple) -> Iterator[tuple[int, int, Any
     n, c = xh.shape[0], xh.shape[3]
     per_sample = oh * ow * kh * kw * c
     step = n if xp is not np else max(1, min(n, _CHUNK_BYTES // (per_sample * xh.itemsize)))
-    buf = im.scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
+    buf = scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
     for i0 in range(0, n, step):
         i1 = min(i0 + step, n)
         cb = buf[: i1 - i0]
@@ -336,9 +338,9 @@ def conv2d(
         )
     check_same_dtype("conv2d", x, W, b, floating=True)
     groups = int(groups)
-    stride_ = im.pair(stride, "stride", "conv2d")
-    dilation_ = im.pair(dilation, "dilation", "conv2d")
-    pads = im.pads4(padding, "conv2d")
+    stride_ = geo.pair(stride, "stride", "conv2d")
+    dilation_ = geo.pair(dilation, "dilation", "conv2d")
+    pads = geo.pads4(padding, "conv2d")
     n, c, h, w = x.shape
     o, cg, kh, kw = W.shape
     if groups < 1 or c != cg * groups or o % groups:
@@ -348,14 +350,14 @@ def conv2d(
         )
     if b is not None and tuple(b.shape) != (o,):
         raise ValueError(f"conv2d: bias of shape {b.shape} does not match W of shape {W.shape} (need ({o},))")
-    oh = im.out_size(h, kh, stride_[0], pads[0], pads[2], dilation_[0])
-    ow = im.out_size(w, kw, stride_[1], pads[1], pads[3], dilation_[1])
+    oh = geo.out_size(h, kh, stride_[0], pads[0], pads[2], dilation_[0])
+    ow = geo.out_size(w, kw, stride_[1], pads[1], pads[3], dilation_[1])
     if oh <= 0 or ow <= 0 or n == 0 or o == 0:
         raise ValueError(
             f"conv2d: output would be empty for x of shape {x.shape}, W of shape {W.shape}, "
             f"stride={stride_}, pads={pads}, dilation={dilation_} (output {n}x{o}x{oh}x{ow})"
         )
-    op = Convolution2D((kh, kw), stride_, pads, dilation_, groups, bias=b is not None)
+    op = Conv2d((kh, kw), stride_, pads, dilation_, groups, bias=b is not None)
     if b is None:
         return op(x, W)[0]
     return op(x, W, b)[0]

@@ -14,8 +14,7 @@ import itertools
 import math
 from typing import Any
 
-import numpy as np
-
+from singa.autograd import conv_geometry as geo
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
@@ -203,13 +202,6 @@ class ConvTranspose3d(_ConvTranspose):
         super().__init__(kernel_size, stride, pads, output_padding, dilation, groups, bias)
 
 
-def _ints(name: str, what: str, v: Any, nd: int, minimum: int) -> tuple:
-    t = (int(v),) * nd if isinstance(v, int | np.integer) else tuple(int(a) for a in v)
-    if len(t) != nd or min(t) < minimum:
-        raise ValueError(f"{name}: {what} must be an int or {nd} ints >= {minimum}, got {v!r}")
-    return t
-
-
 def _build(
     name: str, cls: type, nd: int, x: Tensor, W: Tensor, b, stride, padding, output_padding, dilation, groups
 ):
@@ -221,19 +213,10 @@ def _build(
             f"got {x.shape} and {W.shape}"
         )
     groups = int(groups)
-    stride_ = _ints(name, "stride", stride, nd, 1)
-    dilation_ = _ints(name, "dilation", dilation, nd, 1)
-    outpad = _ints(name, "output_padding", output_padding, nd, 0)
-    if isinstance(padding, int | np.integer):
-        pads = (int(padding),) * (2 * nd)
-    else:
-        p = tuple(int(a) for a in padding)
-        if len(p) not in (nd, 2 * nd):
-            raise ValueError(
-                f"{name}: padding must be an int, {nd} ints or {2 * nd} ints (ONNX pads order), "
-                f"got {padding!r}"
-            )
-        pads = p + p if len(p) == nd else p
+    stride_ = geo.ints(stride, nd, "stride", name)
+    dilation_ = geo.ints(dilation, nd, "dilation", name)
+    outpad = geo.ints(output_padding, nd, "output_padding", name, minimum=0)
+    pads = geo.pads(padding, nd, name, allow_negative=True)
     ci, wc, cog = x.shape[1], W.shape[0], W.shape[1]
     if groups < 1 or ci != wc or ci % groups:
         raise ValueError(

@@ -46,6 +46,14 @@ class Dropout(Operation):
             return dy
         return dy * self.cache
 
+    def _backward_into_dy(self, dy):
+        if self.cache is None:
+            return dy
+        dy *= self.cache
+        return dy
+
+    backward_inplace = ((_backward_into_dy, 0),)
+
 
 def dropout(x: Tensor, ratio: float = 0.5, training: bool | None = None) -> Tensor:
     """Inverted dropout: while training (``training`` None means

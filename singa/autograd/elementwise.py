@@ -106,6 +106,20 @@ class Add(Operation):
         db = _to(dy, sb, tb) if self.needs_grad[1] else None
         return da, db
 
+    def _forward_into_a(self, a, b):
+        if self.requires_grad:
+            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
+        array_module(a).add(a, b, out=a)
+        return a
+
+    def _forward_into_b(self, a, b):
+        if self.requires_grad:
+            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
+        array_module(a).add(a, b, out=b)
+        return b
+
+    forward_inplace = ((_forward_into_a, 0), (_forward_into_b, 1))
+
 
 class Sub(Operation):
     """y = a - b."""

@@ -22,13 +22,22 @@ computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op
 tensors=None, is_backward=False)``: ``fn(*in_arrays)`` recomputes ``out_arrays``
 (a tuple; empty for in-place updates). Forward calls pass ``op`` and the input
 ``tensors``; backward calls pass ``op`` and ``is_backward=True``; gradient sums pass
-neither; the optimizers record their in-place updates themselves. Arrays that no
+neither (their ``fn`` is :func:`sum_gradients`); the optimizers record their
+in-place updates themselves, as :class:`DonatingUpdate` calls. Arrays that no
 recorded call produced are inputs, parameters or constants.
+
+Two declarations let graph replay (``sequential=False``) reuse dead buffers; both are
+plain references to functions, never names looked up as strings:
+
+- an operator lists its in-place variants in the class attributes
+  ``forward_inplace`` / ``backward_inplace`` (see :class:`Operation`);
+- an update recorded as a :class:`DonatingUpdate` accepts ``donate=True``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +71,13 @@ class Operation:
 
     #: number of outputs; set by ``__call__`` from what ``forward`` returns
     n_out = 1
+    #: in-place variants of ``forward``: ``(variant, k)`` pairs where
+    #: ``variant(op, *arrays)`` computes what ``op.forward(*arrays)`` does (same bits,
+    #: same ``cache``) writing the result into input ``k`` and returning it. Graph
+    #: replay checks each one while tracing and uses it when input ``k`` is dead.
+    forward_inplace: tuple = ()
+    #: the same for ``backward`` (``variant(op, *dys)`` writes into ``dys[k]``)
+    backward_inplace: tuple = ()
 
     def __init__(self, name: str | None = None):
         self.name = name
@@ -71,7 +87,15 @@ class Operation:
         self.cache: Any = None
 
     def __call__(self, *xs: Tensor) -> tuple:
-        """Run forward on the inputs' arrays and return a tuple of output Tensors."""
+        """Run forward on the inputs' arrays and return a tuple of output Tensors
+        (through ``autograd.autocast`` when a precision policy is active)."""
+        policy = _state.autocast
+        if policy is not None:
+            return policy.call(self, xs)
+        return self.apply_to(xs)
+
+    def apply_to(self, xs: tuple) -> tuple:
+        """``self(*xs)`` without the precision policy: the inputs are used as given."""
         dev = xs[0].device
         needs = tuple(x.requires_grad for x in xs)
         self.requires_grad = record = _state.training and any(needs)
@@ -128,12 +152,20 @@ def _accumulate(dev: Any, acc: Any, g: Any) -> Any:
         return g
     out = acc + g
     if dev.recorder is not None:
-        dev.recorder.record(_add, [acc, g], (out,))
+        dev.recorder.record(sum_gradients, [acc, g], (out,))
     return out
 
 
-def _add(a: Any, b: Any) -> Any:
+def sum_gradients(a: Any, b: Any) -> Any:
+    """``a + b``: the recorded call that sums gradients arriving along several paths."""
     return a + b
+
+
+class DonatingUpdate(functools.partial):
+    """A recorded in-place update ``update(*arrays, donate=False)`` (a partial of the
+    update function). With ``donate=True`` the caller hands over the last array (the
+    gradient), which the update may then overwrite: graph replay passes it when that
+    array is dead and held by nothing else."""
 
 
 def _count_dependencies(root: Operation) -> tuple[dict, dict, dict]:

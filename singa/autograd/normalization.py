@@ -1,14 +1,13 @@
 """Normalization: batch normalization over (N, C, ...) inputs and layer normalization.
 
 Per-channel sums over the axes (0, 2, 3) are computed with BLAS matrix-vector
-products against a vector of ones (3-8x faster on the CPU than
+products against a vector of ones (faster on the CPU than
 ``x.sum(axis=(0, 2, 3))``), per-channel coefficients are applied as full rows, and
 backward works from the cached input without materialising ``xhat``. An input
 whose memory is NHWC (what :func:`conv2d` returns) is worked on in that layout, as
 rows of pixel-major samples, and the output and input gradient keep it, so the next
-convolution and the previous one's backward never see a transposed copy. Measured on
-2 cores, float32 (64, 16, 32, 32), training forward + backward: 1.3-1.7 ms, against
-1.5-2.1 ms for PyTorch CPU and 9.4-10 ms for a plain numpy version.
+convolution and the previous one's backward never see a transposed copy. Timings
+against PyTorch and plain numpy: ``bench/README.md``, "Design measurements".
 """
 
 from __future__ import annotations
@@ -51,8 +50,8 @@ def _chan_dot(a3: Any, b3: Any) -> Any:
 def _rows(coef: Any, s: int, dt: Any) -> Any:
     """A per-channel vector (C,) spread to one row (1, C * s) matching x.reshape(N, C * s).
 
-    Broadcasting a full row is about 1.6x faster in numpy than broadcasting (1, C, 1, 1)
-    over (N, C, H, W) (contiguous SIMD loops instead of stride-0 ones).
+    Broadcasting a full row is faster in numpy than broadcasting (1, C, 1, 1) over
+    (N, C, H, W) (contiguous SIMD loops instead of stride-0 ones).
     """
     coef = coef.astype(dt, copy=False)
     return (coef if s == 1 else array_module(coef).repeat(coef, s)).reshape(1, -1)

@@ -2,8 +2,8 @@
 N-D and dilated pooling and max-pooling indices: :mod:`singa.autograd.pooling_nd`.
 
 Windows are handled as kh*kw strided views of the (padded) input, combined with
-``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing,
-see /work/shared/perf-notes.md). Outputs keep the input's memory layout (NCHW or
+``xp.maximum`` / ``xp.add`` (much faster than reshaping into windows and reducing:
+``bench/README.md``, "Design measurements"). Outputs keep the input's memory layout (NCHW or
 NHWC in memory; the API is NCHW either way).
 
 Output size (PyTorch/ONNX): OH = floor((H + top + bottom - kh) / sh) + 1, or with
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from singa.autograd import _im2col as im
+from singa.autograd import conv_geometry as geo
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
@@ -26,10 +27,6 @@ __all__ = [
     "global_avg_pool",
     "max_pool_1d",
     "avg_pool_1d",
-    "max_pool_nd",
-    "avg_pool_nd",
-    "max_pool_3d",
-    "avg_pool_3d",
 ]
 
 
@@ -64,8 +61,8 @@ class _Pooling(Operation):
         """(OH, OW, extra rows, extra columns) where the extras are cells beyond the
         bottom/right padding that ceil mode's last window reaches."""
         (kh, kw), (sh, sw), (t, l, b, r) = self._k, self._s, self._p
-        oh = im.out_size(h, kh, sh, t, b, ceil_mode=self.ceil_mode)
-        ow = im.out_size(w, kw, sw, l, r, ceil_mode=self.ceil_mode)
+        oh = geo.out_size(h, kh, sh, t, b, ceil_mode=self.ceil_mode)
+        ow = geo.out_size(w, kw, sw, l, r, ceil_mode=self.ceil_mode)
         eh = max(0, (oh - 1) * sh + kh - (h + t + b))
         ew = max(0, (ow - 1) * sw + kw - (w + l + r))
         return oh, ow, eh, ew
@@ -94,7 +91,7 @@ class _Pooling(Operation):
         return dxp[:, :, t : t + h, l : l + w]
 
 
-class MaxPooling2D(_Pooling):
+class MaxPool2d(_Pooling):
     """y = max over each window; padded cells never win.
 
     The gradient of each output goes to one cell of its window: the first maximum in
@@ -164,7 +161,7 @@ class MaxPooling2D(_Pooling):
         return self._from4(self._crop(dxp, h, w))
 
 
-class AveragePooling2D(_Pooling):
+class AvgPool2d(_Pooling):
     """y = mean over each window.
 
     ``count_include_pad``: divide by the window size including padded cells (but,
@@ -251,7 +248,7 @@ class AveragePooling2D(_Pooling):
         return self._from4(self._crop(dxp, h, w))
 
 
-class GlobalAveragePool(Operation):
+class GlobalAvgPool(Operation):
     """y = mean over the spatial axes, keeping them as size 1: (N, C, H, W) -> (N, C, 1, 1)."""
 
     def forward(self, x):
@@ -271,13 +268,13 @@ def _pool_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any
     """Validate and normalise 2-D pooling arguments -> (kernel, stride, pads)."""
     if x.ndim() != 4:
         raise ValueError(f"{name}: x must be (N, C, H, W), got shape {x.shape}")
-    k = im.pair(kernel_size, "kernel_size", name)
-    s = k if stride is None else im.pair(stride, "stride", name)
-    p = im.pads4(padding, name)
+    k = geo.pair(kernel_size, "kernel_size", name)
+    s = k if stride is None else geo.pair(stride, "stride", name)
+    p = geo.pads4(padding, name)
     if p[0] >= k[0] or p[2] >= k[0] or p[1] >= k[1] or p[3] >= k[1]:
         raise ValueError(f"{name}: padding {p} must be smaller than the kernel {k} on each side")
-    oh = im.out_size(x.shape[2], k[0], s[0], p[0], p[2], ceil_mode=ceil_mode)
-    ow = im.out_size(x.shape[3], k[1], s[1], p[1], p[3], ceil_mode=ceil_mode)
+    oh = geo.out_size(x.shape[2], k[0], s[0], p[0], p[2], ceil_mode=ceil_mode)
+    ow = geo.out_size(x.shape[3], k[1], s[1], p[1], p[3], ceil_mode=ceil_mode)
     if oh <= 0 or ow <= 0:
         raise ValueError(
             f"{name}: output would be empty for x of shape {x.shape}, kernel {k}, stride {s}, pads {p}"
@@ -300,7 +297,7 @@ def max_pool_2d(
     Ties: the gradient goes to the first maximum of the window in row-major order.
     """
     k, s, p = _pool_args("max_pool_2d", x, kernel_size, stride, padding, ceil_mode)
-    return MaxPooling2D(k, s, p, ceil_mode)(x)[0]
+    return MaxPool2d(k, s, p, ceil_mode)(x)[0]
 
 
 def avg_pool_2d(
@@ -318,31 +315,22 @@ def avg_pool_2d(
     ``ceil_mode`` the cells beyond the padding are never counted (as PyTorch).
     """
     k, s, p = _pool_args("avg_pool_2d", x, kernel_size, stride, padding, ceil_mode)
-    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad)(x)[0]
+    return AvgPool2d(k, s, p, ceil_mode, count_include_pad)(x)[0]
 
 
 def global_avg_pool(x: Tensor) -> Tensor:
     """Mean over H and W of NCHW ``x``: (N, C, H, W) -> (N, C, 1, 1) (ONNX GlobalAveragePool)."""
     if x.ndim() != 4 or x.shape[2] * x.shape[3] == 0:
         raise ValueError(f"global_avg_pool: x must be (N, C, H, W) with H, W > 0, got shape {x.shape}")
-    return GlobalAveragePool()(x)[0]
+    return GlobalAvgPool()(x)[0]
 
 
 def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
     if x.ndim() != 3:
         raise ValueError(f"{name}: x must be (N, C, L), got shape {x.shape}")
-
-    def one(v: Any, what: str) -> int:
-        t = (v,) if isinstance(v, int) else tuple(v)
-        if len(t) != 1:
-            raise ValueError(f"{name}: {what} must be an int, got {v!r}")
-        return int(t[0])
-
-    k = one(kernel_size, "kernel_size")
-    s = k if stride is None else one(stride, "stride")
-    p = (padding, padding) if isinstance(padding, int) else tuple(int(a) for a in padding)
-    if len(p) != 2:
-        raise ValueError(f"{name}: padding must be an int or (begin, end), got {padding!r}")
+    (k,) = geo.ints(kernel_size, 1, "kernel_size", name)
+    (s,) = (k,) if stride is None else geo.ints(stride, 1, "stride", name)
+    p = geo.pads(padding, 1, name)
     fake = Tensor._wrap(x.data[:, :, None, :], x.device)
     _pool_args(name, fake, (1, k), (1, s), (0, p[0], 0, p[1]), ceil_mode)
     return (k,), (s,), p
@@ -354,7 +342,7 @@ def max_pool_1d(
     """Max pooling of (N, C, L) ``x`` over windows of ``kernel_size``; ``padding`` is
     an int or (begin, end). See :func:`max_pool_2d`."""
     k, s, p = _pool1d_args("max_pool_1d", x, kernel_size, stride, padding, ceil_mode)
-    return MaxPooling2D(k, s, p, ceil_mode, spatial_dims=1)(x)[0]
+    return MaxPool2d(k, s, p, ceil_mode, spatial_dims=1)(x)[0]
 
 
 def avg_pool_1d(
@@ -367,9 +355,4 @@ def avg_pool_1d(
 ) -> Tensor:
     """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
     k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)
-    return AveragePooling2D(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]
-
-
-# N-D pooling, dilation and indices live in their own module; re-exported here so the
-# package (which star-imports this family) exposes them.
-from singa.autograd.pooling_nd import avg_pool_3d, avg_pool_nd, max_pool_3d, max_pool_nd  # noqa: E402
+    return AvgPool2d(k, s, p, ceil_mode, count_include_pad, spatial_dims=1)(x)[0]

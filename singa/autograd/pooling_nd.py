@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import _im2col as im
+from singa.autograd import conv_geometry as geo
+from singa.autograd import pooling
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
@@ -29,7 +30,7 @@ __all__ = ["max_pool_nd", "avg_pool_nd", "max_pool_3d", "avg_pool_3d"]
 
 
 class _PoolingND(Operation):
-    """Shared geometry of :class:`MaxPoolingND` and :class:`AveragePoolingND`.
+    """Shared geometry of :class:`MaxPoolNd` and :class:`AvgPoolNd`.
 
     Attributes (read by graph replay and the ONNX exporter), one entry per spatial axis:
         kernel_size, stride, dilation: tuples of ints.
@@ -56,7 +57,7 @@ class _PoolingND(Operation):
         """The output's spatial sizes for input spatial sizes ``sizes``."""
         nd = self.nd
         return tuple(
-            im.out_size(n, k, s, self.pads[i], self.pads[i + nd], d, ceil_mode=self.ceil_mode)
+            geo.out_size(n, k, s, self.pads[i], self.pads[i + nd], d, ceil_mode=self.ceil_mode)
             for i, (n, k, s, d) in enumerate(zip(sizes, self.kernel_size, self.stride, self.dilation))
         )
 
@@ -103,7 +104,7 @@ class _PoolingND(Operation):
         return (pos >= lo) & (pos < hi)
 
 
-class MaxPoolingND(_PoolingND):
+class MaxPoolNd(_PoolingND):
     """y = max over each window; padded cells never win. With ``return_indices`` a
     second int64 output holds, for each output cell, the flat index of the cell that
     won in the whole input (ONNX MaxPool ``Indices``: the index over
@@ -193,7 +194,7 @@ class MaxPoolingND(_PoolingND):
         return self._crop(dxp, xshape[2:])
 
 
-class AveragePoolingND(_PoolingND):
+class AvgPoolNd(_PoolingND):
     """y = mean over each window (zero padding).
 
     ``count_include_pad``: divide by the number of window cells inside the input plus
@@ -253,15 +254,6 @@ class AveragePoolingND(_PoolingND):
         return self._crop(dxp, xshape[2:])
 
 
-def _ints(name: str, what: str, v: Any, nd: int, minimum: int) -> tuple:
-    t = (int(v),) * nd if isinstance(v, int | np.integer) else tuple(int(a) for a in v)
-    if len(t) != nd:
-        raise ValueError(f"{name}: {what} must be an int or {nd} ints (one per spatial axis), got {v!r}")
-    if min(t) < minimum:
-        raise ValueError(f"{name}: {what} must be >= {minimum}, got {v!r}")
-    return t
-
-
 def _nd_args(
     name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, nd: Any
 ) -> tuple:
@@ -275,25 +267,13 @@ def _nd_args(
     elif x.ndim() != nd + 2:
         axes = ", ".join(f"D{i + 1}" for i in range(nd))
         raise ValueError(f"{name}: x must be (N, C, {axes}), got shape {x.shape}")
-    k = _ints(name, "kernel_size", kernel_size, nd, 1)
-    s = k if stride is None else _ints(name, "stride", stride, nd, 1)
-    d = _ints(name, "dilation", dilation, nd, 1)
-    if isinstance(padding, int | np.integer):
-        p = (int(padding),) * (2 * nd)
-    else:
-        p = tuple(int(a) for a in padding)
-        if len(p) == nd:
-            p = p + p
-        elif len(p) != 2 * nd:
-            raise ValueError(
-                f"{name}: padding must be an int, {nd} ints or {2 * nd} ints (ONNX pads order), "
-                f"got {padding!r}"
-            )
-    if min(p) < 0:
-        raise ValueError(f"{name}: padding must be >= 0, got {padding!r}")
+    k = geo.ints(kernel_size, nd, "kernel_size", name)
+    s = k if stride is None else geo.ints(stride, nd, "stride", name)
+    d = geo.ints(dilation, nd, "dilation", name)
+    p = geo.pads(padding, nd, name)
     sizes = x.shape[2:]
     for a, n in enumerate(sizes):
-        o = im.out_size(n, k[a], s[a], p[a], p[a + nd], d[a], ceil_mode=ceil_mode)
+        o = geo.out_size(n, k[a], s[a], p[a], p[a + nd], d[a], ceil_mode=ceil_mode)
         if o <= 0:
             raise ValueError(
                 f"{name}: output would be empty for x of shape {x.shape}, kernel {k}, stride {s}, "
@@ -348,12 +328,10 @@ def max_pool_nd(
         raise ValueError(f"max_pool_nd: storage_order must be 0 or 1, got {storage_order!r}")
     nd = len(k)
     if not return_indices and _fast(nd, k, p, d):
-        from singa.autograd import pooling
-
         if nd == 1:
             return pooling.max_pool_1d(x, k[0], s[0], p, ceil_mode)
         return pooling.max_pool_2d(x, k, s, p, ceil_mode)
-    op = MaxPoolingND(k, s, p, d, ceil_mode, return_indices, storage_order)
+    op = MaxPoolNd(k, s, p, d, ceil_mode, return_indices, storage_order)
     ys = op(x)
     return (ys[0], ys[1]) if return_indices else ys[0]
 
@@ -377,12 +355,10 @@ def avg_pool_nd(
     k, s, p, d = _nd_args("avg_pool_nd", x, kernel_size, stride, padding, dilation, ceil_mode, None)
     nd = len(k)
     if _fast(nd, k, p, d):
-        from singa.autograd import pooling
-
         if nd == 1:
             return pooling.avg_pool_1d(x, k[0], s[0], p, ceil_mode, count_include_pad)
         return pooling.avg_pool_2d(x, k, s, p, ceil_mode, count_include_pad)
-    return AveragePoolingND(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
+    return AvgPoolNd(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
 
 
 def max_pool_3d(
@@ -395,7 +371,7 @@ def max_pool_3d(
 ) -> Tensor:
     """Max pooling of (N, C, D, H, W) ``x``; see :func:`max_pool_nd`."""
     k, s, p, d = _nd_args("max_pool_3d", x, kernel_size, stride, padding, dilation, ceil_mode, 3)
-    return MaxPoolingND(k, s, p, d, ceil_mode)(x)[0]
+    return MaxPoolNd(k, s, p, d, ceil_mode)(x)[0]
 
 
 def avg_pool_3d(
@@ -409,4 +385,4 @@ def avg_pool_3d(
 ) -> Tensor:
     """Average pooling of (N, C, D, H, W) ``x``; see :func:`avg_pool_nd`."""
     k, s, p, d = _nd_args("avg_pool_3d", x, kernel_size, stride, padding, dilation, ceil_mode, 3)
-    return AveragePoolingND(k, s, p, d, ceil_mode, count_include_pad)(x)[0]
+    return AvgPoolNd(k, s, p, d, ceil_mode, count_include_pad)(x)[0]

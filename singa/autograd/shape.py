@@ -1,7 +1,9 @@
-"""Shape operators: views, joins, splits, padding and indexing.
+"""Shape operators: views, joins, splits, padding, expand and tile (indexing:
+:mod:`singa.autograd.indexing`).
 
-Forward results of the pure view operators (reshape, transpose, slice, split,
-getitem with basic keys) share memory with their input, as numpy views do.
+Forward results of the pure view operators (reshape, transpose, slice, split) share
+memory with their input, as numpy views do. The helpers ``check_axis``, ``axes_list``,
+``scatter_add`` and ``lift`` are shared with the indexing family.
 """
 
 from __future__ import annotations
@@ -27,16 +29,14 @@ __all__ = [
     "unsqueeze",
     "pad",
     "expand",
-    "gather",
-    "where",
-    "getitem",
+    "tile",
 ]
 
 _slice = builtins.slice  # this module defines its own ``slice``
 _Ints = Sequence[int]
 
 
-def _axis(axis: int, ndim: int, op: str) -> int:
+def check_axis(axis: int, ndim: int, op: str) -> int:
     """``axis`` made non-negative; ValueError naming ``op`` when out of range."""
     a = int(axis)
     if not -ndim <= a < ndim:
@@ -44,11 +44,12 @@ def _axis(axis: int, ndim: int, op: str) -> int:
     return a + ndim if a < 0 else a
 
 
-def _axes_list(axes: Any) -> list[int]:
+def axes_list(axes: Any) -> list[int]:
+    """An int or a sequence of ints as a list of ints."""
     return [int(axes)] if isinstance(axes, int | np.integer) else [int(a) for a in axes]
 
 
-def _scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
+def scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
     """a[key] += v with repeated indices accumulated (ufunc.at; cupyx.scatter_add on
     cupy versions without ``cupy.add.at``)."""
     if xp is np or hasattr(xp.add, "at"):
@@ -59,7 +60,7 @@ def _scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
         cupyx.scatter_add(a, key, v)
 
 
-def _lift(v: Any, like: Tensor, dtype: Any = None) -> Tensor:
+def lift(v: Any, like: Tensor, dtype: Any = None) -> Tensor:
     """A constant Tensor on ``like``'s device from a Tensor, array, list or number."""
     if isinstance(v, Tensor):
         return v
@@ -171,7 +172,7 @@ def transpose(x: Tensor, shape: Sequence[int] | None = None) -> Tensor:
 
 
 # ----- cat and split -----------------------------------------------------------------------
-class Concat(Operation):
+class Cat(Operation):
     """y = the inputs joined along ``axis``."""
 
     def __init__(self, axis: int = 0):
@@ -206,7 +207,7 @@ def cat(xs: Sequence[Tensor], axis: int = 0) -> Tensor:
         ok = all(s[:ax] + s[ax + 1 :] == shapes[0][:ax] + shapes[0][ax + 1 :] for s in shapes)
     if not ok:
         raise ValueError(f"cat: shapes {shapes} cannot be joined along axis {axis}")
-    return Concat(ax)(*xs)[0]
+    return Cat(ax)(*xs)[0]
 
 
 class Split(Operation):
@@ -233,7 +234,7 @@ class Split(Operation):
 def split(x: Tensor, axis: int, parts: Sequence[int] | int) -> tuple:
     """Cut ``x`` along ``axis`` into pieces: ``parts`` is a list of sizes (summing to
     the dim) or an int number of equal pieces. Returns a tuple of tensors."""
-    ax = _axis(axis, x.ndim(), "split")
+    ax = check_axis(axis, x.ndim(), "split")
     n = x.shape[ax]
     if isinstance(parts, int | np.integer):
         if parts <= 0 or n % parts:
@@ -253,9 +254,9 @@ def _slice_key(shape: tuple, starts, ends, axes, steps) -> tuple:
     """Python slices for ONNX Slice (negative indices count from the end; out-of-range
     indices are clamped; negative steps run backwards)."""
     r = len(shape)
-    starts, ends = _axes_list(starts), _axes_list(ends)
-    axes = list(range(len(starts))) if axes is None else _axes_list(axes)
-    steps = [1] * len(starts) if steps is None else _axes_list(steps)
+    starts, ends = axes_list(starts), axes_list(ends)
+    axes = list(range(len(starts))) if axes is None else axes_list(axes)
+    steps = [1] * len(starts) if steps is None else axes_list(steps)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError(
             f"slice: starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length"
@@ -263,7 +264,7 @@ def _slice_key(shape: tuple, starts, ends, axes, steps) -> tuple:
     key = [_slice(None)] * r
     seen = set()
     for s, e, a, st in zip(starts, ends, axes, steps):
-        a = _axis(a, r, "slice")
+        a = check_axis(a, r, "slice")
         if a in seen:
             raise ValueError(f"slice: axis {a} appears twice in axes {axes}")
         seen.add(a)
@@ -335,7 +336,7 @@ def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
     or every size-1 axis when None. ValueError if a listed axis is not of size 1."""
     axes = None
     if axis is not None:
-        axes = tuple(sorted({_axis(a, x.ndim(), "squeeze") for a in _axes_list(axis)}))
+        axes = tuple(sorted({check_axis(a, x.ndim(), "squeeze") for a in axes_list(axis)}))
         bad = [a for a in axes if x.shape[a] != 1]
         if bad:
             raise ValueError(f"squeeze: axes {bad} of shape {x.shape} do not have size 1")
@@ -364,9 +365,9 @@ class Unsqueeze(Operation):
 def unsqueeze(x: Tensor, axis: int | Sequence[int]) -> Tensor:
     """Insert size-1 axes (ONNX Unsqueeze): ``axis`` (int or list) names positions in
     the output, negative ones counted from the output's end."""
-    given = _axes_list(axis)
+    given = axes_list(axis)
     r = x.ndim() + len(given)
-    axes = sorted(_axis(a, r, "unsqueeze") for a in given)
+    axes = sorted(check_axis(a, r, "unsqueeze") for a in given)
     if len(set(axes)) != len(axes):
         raise ValueError(f"unsqueeze: repeated axes in {given}")
     return Unsqueeze(tuple(axes))(x)[0]
@@ -432,7 +433,7 @@ class Pad(Operation):
                     total = xp.moveaxis(vals, ax, -1) @ xp.ones(hi - lo, dtype=vals.dtype)
                     core[pre + (_slice(int(s[0]), int(s[0]) + 1),)] += xp.expand_dims(total, ax)
                 else:  # repeated mirroring: sources repeat, accumulate unbuffered
-                    _scatter_add(xp, core, pre + (xp.asarray(s),), vals)
+                    scatter_add(xp, core, pre + (xp.asarray(s),), vals)
             g = core
         if g.shape == tuple(shape):
             return g
@@ -489,123 +490,35 @@ def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
     return Expand(shape)(x)[0]
 
 
-# ----- gather, where, getitem ----------------------------------------------------------------
-class Gather(Operation):
-    """ONNX Gather: y = take(x, indices, axis); gradient scatter-added into zeros."""
+class Tile(Operation):
+    """y = x repeated ``repeats[i]`` times along each axis i (numpy ``tile``, ONNX Tile);
+    one entry of ``repeats`` per axis of x."""
 
-    def __init__(self, axis: int = 0):
+    def __init__(self, repeats: tuple):
         super().__init__()
-        self.axis = axis
-
-    def forward(self, x, indices):
-        xp = array_module(x)
-        if indices.dtype.kind not in "iu":
-            indices = indices.astype(np.int64)
-        if self.requires_grad:
-            self.cache = (x.shape, indices)
-        return xp.take(x, indices, axis=self.axis)
-
-    def backward(self, dy):
-        if not self.needs_grad[0]:
-            return None, None
-        shape, idx = self.cache
-        xp = array_module(dy)
-        dx = xp.zeros(shape, dtype=dy.dtype)
-        _scatter_add(xp, dx, (_slice(None),) * self.axis + (idx,), dy)
-        return dx, None
-
-
-def gather(x: Tensor, axis: int, indices: Any) -> Tensor:
-    """ONNX Gather: pick the entries ``indices`` (an int, list, array or integer
-    Tensor; negative values count from the end) of ``x`` along ``axis``. The result
-    has shape x.shape[:axis] + indices.shape + x.shape[axis + 1:]."""
-    ax = _axis(axis, x.ndim(), "gather")
-    ind = _lift(indices, x, dtype=None if isinstance(indices, Tensor) else np.int64)
-    n = x.shape[ax]
-    if ind.size():
-        lo, hi = int(ind.data.min()), int(ind.data.max())
-        if lo < -n or hi >= n:
-            raise ValueError(
-                f"gather: indices in [{lo}, {hi}] are out of range for axis {axis} of shape {x.shape}"
-            )
-    return Gather(ax)(x, ind)[0]
-
-
-class Where(Operation):
-    """y = x where condition else y (condition not differentiated)."""
-
-    def forward(self, x, y, c):
-        if c.dtype != bool:
-            c = c.astype(bool)
-        if self.requires_grad:
-            self.cache = (x.shape, y.shape, c)
-        return array_module(x).where(c, x, y)
-
-    def backward(self, dy):
-        sx, sy, c = self.cache
-        xp = array_module(dy)
-        dx = unbroadcast(xp.where(c, dy, 0), sx) if self.needs_grad[0] else None
-        dyy = unbroadcast(xp.where(c, 0, dy), sy) if self.needs_grad[1] else None
-        return dx, dyy, None
-
-
-def where(x: Any, y: Any, condition: Any) -> Tensor:
-    """``condition ? x : y`` elementwise with broadcasting (SINGA's argument order).
-    ``condition`` is a bool or numeric Tensor or array (nonzero means true) and gets no
-    gradient; ``x`` or ``y`` may be a number."""
-    like = x if isinstance(x, Tensor) else y
-    if not isinstance(like, Tensor):
-        raise ValueError("where: x or y must be a Tensor")
-    x, y = _lift(x, like), _lift(y, like)
-    c = _lift(condition, like, dtype=None if isinstance(condition, Tensor) else bool)
-    try:
-        np.broadcast_shapes(tuple(x.shape), tuple(y.shape), tuple(c.shape))
-    except ValueError:
-        raise ValueError(
-            f"where: shapes x {x.shape}, y {y.shape} and condition {c.shape} do not broadcast"
-        ) from None
-    return Where()(x, y, c)[0]
-
-
-def _is_basic(k: Any) -> bool:
-    return k is None or k is Ellipsis or isinstance(k, int | np.integer | _slice)
-
-
-class GetItem(Operation):
-    """y = x[key]; the gradient is scattered back into zeros of x's shape (added up
-    where an advanced index repeats an entry)."""
-
-    def __init__(self, key: tuple):
-        super().__init__()
-        self.key = key
-        self.basic = all(_is_basic(k) for k in key)
+        self.repeats = repeats
 
     def forward(self, x):
         if self.requires_grad:
             self.cache = x.shape
-        return array_module(x).asarray(x[self.key])
+        return array_module(x).tile(x, self.repeats)
 
     def backward(self, dy):
-        xp = array_module(dy)
-        dx = xp.zeros(self.cache, dtype=dy.dtype)
-        if self.basic:
-            dx[self.key] = dy
-        else:
-            _scatter_add(xp, dx, self.key, dy)
-        return dx
+        # dy viewed as (r0, n0, r1, n1, ...): the copies of x lie along the r axes
+        split = tuple(d for r, n in zip(self.repeats, self.cache) for d in (r, n))
+        return dy.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
 
 
-def getitem(x: Tensor, key: Any) -> Tensor:
-    """``x[key]`` (what ``Tensor.__getitem__`` calls): basic indexing with ints,
-    slices, None and Ellipsis; integer or boolean arrays, lists and Tensors also work
-    (numpy's advanced indexing)."""
-    key = key if isinstance(key, tuple) else (key,)
-    xp = x.device.xp
-    conv = []
-    for k in key:
-        if isinstance(k, Tensor):
-            k = k.data
-        elif isinstance(k, list) or (isinstance(k, np.ndarray) and xp is not np):
-            k = xp.asarray(k)
-        conv.append(k)
-    return GetItem(tuple(conv))(x)[0]
+def tile(x: Tensor, repeats: int | Sequence[int]) -> Tensor:
+    """``x`` repeated along its axes, as numpy's ``tile``: ``repeats`` is an int or one
+    int >= 1 per axis; fewer entries than axes repeat the last axes, more entries add
+    leading axes of size 1 first. (Apache SINGA's ``tile`` matches fewer entries to the
+    first axes instead, unlike the numpy function its documentation cites.)"""
+    reps = (repeats,) if isinstance(repeats, int | np.integer) else tuple(repeats)
+    if not reps or any(not isinstance(r, int | np.integer) or r < 1 for r in reps):
+        raise ValueError(f"tile: repeats must be an int or a sequence of ints >= 1, got {repeats!r}")
+    reps = tuple(int(r) for r in reps)
+    if len(reps) > x.ndim():
+        x = reshape(x, (1,) * (len(reps) - x.ndim()) + tuple(x.shape))
+    reps = (1,) * (x.ndim() - len(reps)) + reps
+    return Tile(reps)(x)[0]

@@ -233,19 +233,29 @@ def locate_files(
     if download and remote is not None:
         target = cache_dir() / name
         try:
-            paths = []
-            for f in files:
-                p = _find_in(target, f)
-                if p is None:
-                    p = download_file(
-                        [m + f.name for m in remote.mirrors], target / f.name, f.sha256, progress=progress
-                    )
-                paths.append(p)
-            return paths, str(target)
+            return _download_missing(remote, files, target, progress), str(target)
         except (DownloadError, ChecksumError) as e:
             download_note = f"download into {target} failed: {e}"
     elif remote is None:
         download_note = "this dataset cannot be downloaded"
+    raise DatasetNotFoundError(_not_found_message(name, files, looked, download_note))
+
+
+def _download_missing(remote: Any, files: list[RemoteFile], target: Path, progress: bool) -> list[Path]:
+    """The paths of ``files`` in ``target``, downloading those not there yet."""
+    paths = []
+    for f in files:
+        p = _find_in(target, f)
+        if p is None:
+            urls = [m + f.name for m in remote.mirrors]
+            p = download_file(urls, target / f.name, f.sha256, progress=progress)
+        paths.append(p)
+    return paths
+
+
+def _not_found_message(name: str, files: list[RemoteFile], looked: list[str], download_note: str) -> str:
+    """Where :func:`locate_files` looked, and how to get the files."""
+    remote = REMOTES.get(name)
     names = ", ".join(f.name for f in files)
     alt = "; IDX files may also be uncompressed" if any(f.name.endswith("-ubyte.gz") for f in files) else ""
     if any(f is CIFAR10_ARCHIVE for f in files):
@@ -267,7 +277,7 @@ def locate_files(
             f"(it provides {DEBIAN_FASHION_MNIST_DIR})"
         )
         lines.append("  - or use the embedded subset that needs no files: dataset 'fashion-mnist-mini'")
-    raise DatasetNotFoundError("\n".join(lines))
+    return "\n".join(lines)
 
 
 def _sha256(data: bytes) -> str:

@@ -1,5 +1,6 @@
 """Private helpers of the layers: creating parameters and buffers, adopting the first
-input's device and dtype, and argument normalisation."""
+input's device and dtype, and converting SINGA's padding forms (the rest of the
+geometry is :mod:`singa.autograd.conv_geometry`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.autograd import _im2col
+from singa.autograd import conv_geometry as geo
 from singa.tensor import Tensor
 
 
@@ -51,39 +52,20 @@ def adopt(tensors: Iterable[Tensor | None], x: Tensor) -> None:
             t.data = t.data.astype(dtype)
 
 
-def pair(v: Any, name: str, layer: str) -> tuple[int, int]:
-    """An int or a pair of ints as a pair."""
-    if isinstance(v, int | np.integer):
-        return int(v), int(v)
-    if isinstance(v, list | tuple) and len(v) == 2:
-        return int(v[0]), int(v[1])
-    raise TypeError(f"{layer}: {name} must be an int or a pair of ints, got {v!r}")
-
-
-def same_pads(pad_mode: str, in_hw: tuple, kernel: tuple, stride: tuple, dilation: tuple = (1, 1)) -> tuple:
-    """ONNX auto_pad SAME_UPPER / SAME_LOWER: pads (top, left, bottom, right) giving an
-    output of ceil(in / stride); the odd pixel goes at the end (UPPER) or begin (LOWER)."""
-    begin, end = _im2col.same_pads(pad_mode, in_hw, kernel, stride, dilation)
-    return begin[0], begin[1], end[0], end[1]
-
-
 def padding4(padding: Any, layer: str) -> tuple[int, int, int, int]:
-    """A layer's ``padding`` argument as the operators' (top, left, bottom, right).
+    """A layer's ``padding`` argument as the operators' (top, left, bottom, right)
+    (ONNX order), converted once, in the layer's constructor.
 
     Accepts an int, a pair (ph, pw), or SINGA's 4-tuple (top, bottom, left, right)."""
-    if isinstance(padding, int | np.integer):
-        p = int(padding)
-        return p, p, p, p
-    if isinstance(padding, list | tuple):
-        if len(padding) == 2:
-            ph, pw = int(padding[0]), int(padding[1])
-            return ph, pw, ph, pw
-        if len(padding) == 4:
-            top, bottom, left, right = (int(v) for v in padding)
-            return top, left, bottom, right
-    raise TypeError(
-        f"{layer}: padding must be an int, (ph, pw) or (top, bottom, left, right), got {padding!r}"
-    )
+    size = len(padding) if isinstance(padding, list | tuple) else None
+    if size == 4:
+        top, bottom, left, right = padding
+        padding = (top, left, bottom, right)
+    elif size != 2 and not isinstance(padding, int | np.integer):
+        raise TypeError(
+            f"{layer}: padding must be an int, (ph, pw) or (top, bottom, left, right), got {padding!r}"
+        )
+    return geo.pads4(padding, layer)
 
 
 PAD_MODES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")

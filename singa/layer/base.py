@@ -25,7 +25,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,12 +62,16 @@ class LoadResult:
         return "; ".join(parts)
 
 
-def _creates_on_first_call(layer: Layer) -> bool:
-    """True for a layer that has not run its first call and creates its parameters then
-    (overrides ``initialize``); the test ``Model.load_states`` uses for lazy layers."""
-    if getattr(layer, "_initialized", True):
-        return False
-    return type(layer).initialize is not Layer.initialize or "initialize" in vars(layer)
+def _check_types(where: str, own: dict[str, Tensor], given: Any) -> None:
+    """TypeError unless ``given`` maps string names to arrays (for the names in ``own``)."""
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{where}: expected a dict of name -> array, got a {type(given).__name__}")
+    bad_keys = [repr(k) for k in given if not isinstance(k, str)]
+    if bad_keys:
+        raise TypeError(f"{where}: names must be strings, got {', '.join(bad_keys)}")
+    bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
+    if bad:
+        raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
 
 
 def _is_array(v: Any) -> bool:
@@ -79,22 +83,54 @@ class Layer:
     """Base class of layers and models.
 
     Subclasses implement ``forward(*inputs)`` and, when parameters depend on the input
-    shape, ``initialize(*inputs)``, which runs once before the first ``forward``.
+    shape, ``initialize(*inputs)``, which runs once before the first ``forward``
+    (through :meth:`ensure_initialized`, the only caller of ``initialize``).
     """
 
     def __init__(self, name: str | None = None):
         self.name = name
         self.training = True
         self._initialized = False
+        self._initialize_hook: Callable[..., None] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not getattr(self, "_initialized", True):
-            self.initialize(*args, **kwargs)
-            self._initialized = True
+        self.ensure_initialized(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
+    # ----- lazy parameter creation ---------------------------------------------------------
     def initialize(self, *args: Any, **kwargs: Any) -> None:
         """Create the parameters from the first inputs (default: nothing to create)."""
+
+    def ensure_initialized(self, *args: Any, **kwargs: Any) -> None:
+        """Run :meth:`initialize` on these inputs unless it has run already. A load hook
+        (:meth:`set_initialize_hook`) is removed and called as ``hook(create, *args,
+        **kwargs)`` instead, where ``create()`` runs ``initialize``."""
+        if self.initialized:
+            return
+        hook, self._initialize_hook = getattr(self, "_initialize_hook", None), None
+        if hook is None:
+            self.initialize(*args, **kwargs)
+        else:
+            hook(lambda: self.initialize(*args, **kwargs), *args, **kwargs)
+        self._initialized = True
+
+    @property
+    def initialized(self) -> bool:
+        """Whether the first call (and so :meth:`initialize`) has run. A layer whose
+        subclass skipped ``Layer.__init__`` counts as initialized."""
+        return getattr(self, "_initialized", True)
+
+    @property
+    def awaiting_first_call(self) -> bool:
+        """True for a layer that has not run its first call and creates (or adapts) its
+        parameters then, i.e. overrides :meth:`initialize`."""
+        return not self.initialized and type(self).initialize is not Layer.initialize
+
+    def set_initialize_hook(self, hook: Callable[..., None] | None) -> None:
+        """The load hook: checkpoint loading before the first call installs one to check
+        and copy held values right after the parameters are created (``None`` removes
+        it). See :meth:`ensure_initialized`."""
+        self._initialize_hook = hook
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Compute the layer's output."""
@@ -163,14 +199,7 @@ class Layer:
         self, method: str, own: dict[str, Tensor], given: Mapping[str, Any], strict: bool
     ) -> LoadResult:
         where = f"{type(self).__name__}.{method}"
-        if not isinstance(given, Mapping):
-            raise TypeError(f"{where}: expected a dict of name -> array, got a {type(given).__name__}")
-        bad_keys = [repr(k) for k in given if not isinstance(k, str)]
-        if bad_keys:
-            raise TypeError(f"{where}: names must be strings, got {', '.join(bad_keys)}")
-        bad = [f"{n!r} is a {type(given[n]).__name__}" for n in own if n in given and not _is_array(given[n])]
-        if bad:
-            raise TypeError(f"{where}: values must be Tensors or numpy/cupy arrays: {', '.join(bad)}")
+        _check_types(where, own, given)
         result = LoadResult(
             missing=[n for n in own if n not in given],
             unexpected=[n for n in given if n not in own],
@@ -198,7 +227,7 @@ class Layer:
         """The not-yet-initialized layers (deepest first match) owning any of ``names``."""
 
         def empty_lazy(layer: Layer) -> bool:  # sized layers (Linear(4, 5)) have theirs already
-            return _creates_on_first_call(layer) and not layer.get_states()
+            return layer.awaiting_first_call and not layer.get_states()
 
         lazy = {p: s for p, s in self.sublayers().items() if empty_lazy(s)}
         if empty_lazy(self):

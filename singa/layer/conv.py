@@ -6,7 +6,8 @@ import math
 from typing import Any
 
 from singa import autograd, initializer
-from singa.layer._util import adopt, check_pad_mode, new_param, padding4, pair, same_pads
+from singa.autograd.conv_geometry import pair, same_pads
+from singa.layer._util import adopt, check_pad_mode, new_param, padding4
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 
@@ -342,8 +343,7 @@ class _Pool1d(Layer):
     def _pads(self, length: int) -> tuple[int, int]:
         """(begin, end) pads along L for the current ``pad_mode``."""
         if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
-            _, b, _, e = same_pads(self.pad_mode, (1, length), (1, self.kernel_size), (1, self.stride))
-            return b, e
+            return same_pads(self.pad_mode, (length,), (self.kernel_size,), (self.stride,), (1,))
         if self.pad_mode == "VALID":
             return 0, 0
         return self.padding, self.padding

@@ -143,28 +143,9 @@ class RNN_Base(Layer):
         return autograd.cat([autograd.reshape(s, (1, -1, self.hidden_size)) for s in states], 0)
 
     def _run(self, xs: Any, h0: Tensor | None, c0: Tensor | None) -> tuple:
-        cls = type(self).__name__
+        """Every layer and direction over the whole sequence: (y, h_n, c_n)."""
         seq_mode = isinstance(xs, list | tuple)
-        if seq_mode:
-            inp: Any = list(xs)
-            if not inp:
-                raise ValueError(f"{cls}: the input sequence is empty")
-            n_steps, batch = len(inp), inp[0].shape[0]
-            for x_t in inp:
-                if tuple(x_t.shape) != (batch, self.input_size):
-                    raise ValueError(
-                        f"{cls}: every step must have shape {(batch, self.input_size)}, got {x_t.shape}"
-                    )
-        else:
-            if xs.ndim() != 3 or xs.shape[2] != self.input_size:
-                layout = "(batch, seq, input_size)" if self.batch_first else "(seq, batch, input_size)"
-                raise ValueError(
-                    f"{cls}: expected input {layout} with input_size {self.input_size}, got {xs.shape}"
-                )
-            inp = autograd.transpose(xs, (1, 0, 2)) if self.batch_first else xs
-            n_steps, batch = inp.shape[0], inp.shape[1]
-            if n_steps == 0:
-                raise ValueError(f"{cls}: the input sequence is empty")
+        inp, n_steps, batch = self._sequence(xs) if seq_mode else self._tensor_input(xs)
         hs0, h_2d = self._init_states(h0, batch, "h0")
         cs0, _ = self._init_states(c0, batch, "c0")
         two_d = self.num_layers * self.num_directions == 1 and (h_2d or (seq_mode and h0 is None))
@@ -174,33 +155,12 @@ class RNN_Base(Layer):
             per_dir = []
             for d in range(self.num_directions):
                 k = layer * self.num_directions + d
-                pre = self._project(inp, k, n_steps, batch)
-                h, c = hs0[k], cs0[k]
-                steps: list = [None] * n_steps
-                for t in range(n_steps) if d == 0 else range(n_steps - 1, -1, -1):
-                    p = pre[t] if h is None else autograd.add(pre[t], autograd.matmul(h, self.Wh[k]))
-                    h, c = self._cell(p, c)
-                    steps[t] = h
+                steps, h, c = self._direction(inp, k, d == 1, n_steps, batch, hs0[k], cs0[k])
                 per_dir.append(steps)
                 h_last.append(h)
                 c_last.append(c)
-            if self.num_directions == 2:
-                out = [autograd.cat([a, b], 1) for a, b in zip(*per_dir)]
-            else:
-                out = per_dir[0]
-            last = layer == self.num_layers - 1
-            if seq_mode:
-                if not last and self.dropout > 0:
-                    out = [autograd.dropout(o, self.dropout, training=self.training) for o in out]
-                inp = out
-            else:
-                width = out[0].shape[1]
-                if n_steps == 1:
-                    inp = autograd.reshape(out[0], (1, -1, width))
-                else:
-                    inp = autograd.cat([autograd.reshape(o, (1, -1, width)) for o in out], 0)
-                if not last and self.dropout > 0:
-                    inp = autograd.dropout(inp, self.dropout, training=self.training)
+            out = [autograd.cat([a, b], 1) for a, b in zip(*per_dir)] if len(per_dir) == 2 else per_dir[0]
+            inp = self._next_input(out, layer == self.num_layers - 1, seq_mode, n_steps)
         if seq_mode:
             y: Any = out
         else:
@@ -208,6 +168,61 @@ class RNN_Base(Layer):
         h_n = self._stack_states(h_last, two_d, batch)
         c_n = self._stack_states(c_last, two_d, batch) if self._gates == 4 else None
         return y, h_n, c_n
+
+    def _sequence(self, xs: list | tuple) -> tuple[list, int, int]:
+        """SINGA's list form, checked: (steps, n_steps, batch)."""
+        cls = type(self).__name__
+        inp = list(xs)
+        if not inp:
+            raise ValueError(f"{cls}: the input sequence is empty")
+        n_steps, batch = len(inp), inp[0].shape[0]
+        for x_t in inp:
+            if tuple(x_t.shape) != (batch, self.input_size):
+                raise ValueError(
+                    f"{cls}: every step must have shape {(batch, self.input_size)}, got {x_t.shape}"
+                )
+        return inp, n_steps, batch
+
+    def _tensor_input(self, xs: Tensor) -> tuple[Tensor, int, int]:
+        """One (seq, batch, input) tensor (batch first if ``batch_first``), checked and
+        made sequence first: (input, n_steps, batch)."""
+        cls = type(self).__name__
+        if xs.ndim() != 3 or xs.shape[2] != self.input_size:
+            layout = "(batch, seq, input_size)" if self.batch_first else "(seq, batch, input_size)"
+            raise ValueError(
+                f"{cls}: expected input {layout} with input_size {self.input_size}, got {xs.shape}"
+            )
+        inp = autograd.transpose(xs, (1, 0, 2)) if self.batch_first else xs
+        n_steps, batch = inp.shape[0], inp.shape[1]
+        if n_steps == 0:
+            raise ValueError(f"{cls}: the input sequence is empty")
+        return inp, n_steps, batch
+
+    def _direction(
+        self, inp: Any, k: int, reverse: bool, n_steps: int, batch: int, h: Any, c: Any
+    ) -> tuple[list, Any, Any]:
+        """Layer-direction ``k`` over the sequence (backwards when ``reverse``) from
+        states ``h``, ``c`` (None: zeros): (its output per step, last h, last c)."""
+        pre = self._project(inp, k, n_steps, batch)
+        steps: list = [None] * n_steps
+        for t in range(n_steps - 1, -1, -1) if reverse else range(n_steps):
+            p = pre[t] if h is None else autograd.add(pre[t], autograd.matmul(h, self.Wh[k]))
+            h, c = self._cell(p, c)
+            steps[t] = h
+        return steps, h, c
+
+    def _next_input(self, out: list, last: bool, seq_mode: bool, n_steps: int) -> Any:
+        """A layer's per-step outputs as the next layer's input (a list, or a
+        (seq, batch, width) tensor), with dropout between layers in training."""
+        drop = not last and self.dropout > 0
+        if seq_mode:
+            return [autograd.dropout(o, self.dropout, training=self.training) for o in out] if drop else out
+        width = out[0].shape[1]
+        if n_steps == 1:
+            inp = autograd.reshape(out[0], (1, -1, width))
+        else:
+            inp = autograd.cat([autograd.reshape(o, (1, -1, width)) for o in out], 0)
+        return autograd.dropout(inp, self.dropout, training=self.training) if drop else inp
 
 
 class RNN(RNN_Base):

@@ -9,11 +9,17 @@ are written, so the values stay bitwise the same as eager execution.
 Three uses:
 
 - gradient sums (the engine's ``a + b``) accumulate into ``a``;
-- optimizer updates get the gradient as scratch space (``donate``);
-- a few elementwise operators have in-place variants (:data:`VARIANTS`). Each variant
-  is checked while tracing: it is run on a copy of the traced inputs and used only if
-  its output (bits, shape, dtype, strides) and the cache it leaves for backward equal
-  the operator's own. A variant whose check fails is simply not used.
+- optimizer updates (recorded as :class:`~singa.autograd.engine.DonatingUpdate`)
+  get the gradient as scratch space (``donate``);
+- a few elementwise operators declare in-place variants (their class attributes
+  ``forward_inplace`` / ``backward_inplace``, see :class:`~singa.autograd.engine.Operation`).
+  Each variant is checked while tracing: it is run on a copy of the traced inputs
+  and used only if its output (bits, shape, dtype, strides) and the cache it leaves
+  for backward equal the operator's own. A variant whose check fails is not used
+  (a test runs every declared variant through this check, so none fails unnoticed).
+
+Ownership is decided by :func:`singa.autograd.buffers.owns` (the one reference-count
+rule shared with the operators' buffer pool).
 """
 
 from __future__ import annotations
@@ -24,56 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import _im2col
-from singa.autograd.engine import array_module
+from singa.autograd.buffers import owns
+from singa.autograd.engine import DonatingUpdate, array_module
 
 __all__ = ["add_into", "donating", "find_variants", "inplace_call"]
-
-
-# ----- exclusive ownership -----------------------------------------------------------------
-def _probe(a: Any) -> int:
-    return sys.getrefcount(a)
-
-
-def _probe_base(a: Any) -> int:
-    return sys.getrefcount(a.base)
-
-
-def _calibrate() -> tuple[int, int]:
-    """Reference counts seen inside a helper called from generated code as
-    ``helper(v)`` when only the local ``v`` holds the array (and, for a view, when
-    the view is the only holder of its base)."""
-    ns: dict = {"_probe": _probe, "_probe_base": _probe_base}
-    exec("def f(v):\n    return _probe(v)\ndef g(v):\n    return _probe_base(v)\n", ns)
-    return ns["f"](np.empty(3)), ns["g"](np.empty(4)[1:])
-
-
-REFS, BASE_REFS = _calibrate()
-
-
-def _pooled(b: Any) -> bool:
-    """Whether array ``b`` belongs to the operators' buffer pool
-    (:func:`singa.autograd._im2col.scratch`), whose list holds one reference to it.
-    The pool hands an array out again only when nothing else refers to it, so a
-    buffer in use by the replay is as private as an unpooled one."""
-    return _im2col.is_pooled(b)
-
-
-def owns(a: Any, refs: int) -> bool:
-    """Whether writing into ``a`` can affect nothing else. ``refs`` is the reference
-    count of ``a`` seen by a helper called as ``helper(v)`` from generated code (the
-    local ``v`` counts as one). True when ``a`` is writeable and held by that local
-    only, and owns its memory or is the only view of its base (one more reference
-    is allowed from the buffer pool)."""
-    extra = refs - REFS
-    if extra < 0 or extra > 1 or not getattr(a.flags, "writeable", True):
-        return False
-    if a.base is None:
-        return extra == 0 or _pooled(a)
-    if extra or a.base.base is not None:
-        return False
-    n = sys.getrefcount(a.base)
-    return n == BASE_REFS or (n == BASE_REFS + 1 and _pooled(a.base))
 
 
 def add_into(a: Any, b: Any) -> Any:
@@ -86,83 +46,26 @@ def add_into(a: Any, b: Any) -> Any:
     return a + b
 
 
-def donating(fn: Callable) -> Callable:
-    """Wrap an optimizer update ``fn(p, g, donate)`` so that ``g`` is donated when the
-    generated code passes a dead gradient that nothing else holds."""
+def donating(fn: DonatingUpdate) -> Callable:
+    """Wrap an optimizer update ``fn(p, g, donate=...)`` so that ``g`` is donated when
+    the generated code passes a dead gradient that nothing else holds."""
+    if not isinstance(fn, DonatingUpdate):
+        raise TypeError(f"donating: expected a DonatingUpdate, got {type(fn).__name__}")
 
     def call(p: Any, g: Any) -> Any:
         n = sys.getrefcount(g)  # before ``g`` is pushed as another call's argument
-        return fn(p, g, owns(g, n))
+        return fn(p, g, donate=owns(g, n))
 
     return call
 
 
-# ----- in-place variants of elementwise operators ---------------------------------------------
-def _relu_forward(op: Any, x: Any) -> Any:
-    array_module(x).maximum(x, 0, out=x)
-    if op.requires_grad:
-        op.cache = x
-    return x
-
-
-def _relu_backward(op: Any, dy: Any) -> Any:
-    dy *= op.cache > 0
-    return dy
-
-
-def _scale_backward(op: Any, dy: Any) -> Any:
-    if op.cache is None:
-        return dy
-    dy *= op.cache
-    return dy
-
-
-def _add_bias_forward(op: Any, x: Any, b: Any) -> Any:
-    if op.requires_grad:
-        op.cache = b.shape
-    x += b.reshape(1, -1) if op.axis == 0 else b.reshape(-1, 1)
-    return x
-
-
-def _add_forward_into(k: int) -> Callable:
-    def variant(op: Any, a: Any, b: Any) -> Any:
-        if op.requires_grad:
-            op.cache = (a.shape, a.dtype, b.shape, b.dtype)
-        out = (a, b)[k]
-        array_module(a).add(a, b, out=out)
-        return out
-
-    return variant
-
-
-def _registry() -> dict:
-    reg: dict = {}
-
-    def put(module: str, cls: str, is_backward: bool, variants: list) -> None:
-        try:
-            mod = __import__(module, fromlist=[cls])
-            reg[(getattr(mod, cls), is_backward)] = variants
-        except (ImportError, AttributeError):  # pragma: no cover - operator renamed
-            pass
-
-    put("singa.autograd.activation", "ReLU", False, [(_relu_forward, 0)])
-    put("singa.autograd.activation", "ReLU", True, [(_relu_backward, 0)])
-    put("singa.autograd.dropout", "Dropout", True, [(_scale_backward, 0)])
-    put("singa.autograd.linalg", "AddBias", False, [(_add_bias_forward, 0)])
-    put("singa.autograd.elementwise", "Add", False, [(_add_forward_into(0), 0), (_add_forward_into(1), 1)])
-    return reg
-
-
-#: (operator class, is_backward) -> [(variant(op, *arrays), index of the input written)]
-VARIANTS: dict = {}
-
-
+# ----- in-place variants of operators ---------------------------------------------------
 def _host(a: Any) -> np.ndarray:
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
 
 
 def _same_bits(a: Any, b: Any) -> bool:
-    if not (hasattr(a, "shape") and hasattr(b, "shape")):
+    if not (hasattr(a, "strides") and hasattr(b, "strides")):  # not arrays (np.dtype has a shape)
         return a == b if not isinstance(a, tuple | list) else _same_cache(a, b)
     if a.shape != b.shape or a.dtype != b.dtype or a.strides != b.strides:
         return False
@@ -185,9 +88,7 @@ def find_variants(op: Any, is_backward: bool, ins: list, outs: tuple) -> list:
     """The in-place variants of this traced kernel whose check passes, as
     [(variant, donor input index)]. Called by the recorder right after the kernel
     ran (so a backward's ``op.cache`` is still there)."""
-    if not VARIANTS:
-        VARIANTS.update(_registry())
-    cands = VARIANTS.get((type(op), is_backward))
+    cands = op.backward_inplace if is_backward else op.forward_inplace
     if not cands or len(outs) != 1 or outs[0] is None:
         return []
     out = outs[0]

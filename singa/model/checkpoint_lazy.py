@@ -4,8 +4,8 @@
 Layers create their parameters on their first call (``Layer.initialize``). When a
 checkpoint is loaded before that (before ``compile``), the entries that belong to
 a not-yet-initialized layer are held by a :class:`PendingLoad` attached to the root
-layer (attribute ``_checkpoint_pending``) and applied by a small hook: the layer's
-``initialize`` is wrapped (an instance attribute, removed when it fires), so right
+layer (attribute ``_checkpoint_pending``) and applied by the layer's load hook
+(:meth:`~singa.layer.base.Layer.set_initialize_hook`, removed when it fires), so right
 after the parameters are created, and before the layer's first ``forward``, the
 held values are checked (names, shapes, dtypes) and copied in place. While the
 parameters are created the device random generators are saved and restored, so
@@ -26,7 +26,6 @@ from singa.model.checkpoint_io import CheckpointError
 from singa.tensor import Tensor
 
 _ATTR = "_checkpoint_pending"
-_MARK = "_singa_checkpoint_hook"
 
 
 class CheckpointWarning(UserWarning):
@@ -35,12 +34,8 @@ class CheckpointWarning(UserWarning):
 
 def uninitialized(layer: Any) -> bool:
     """True for a layer that has not run its first call and that creates (or
-    adapts) its parameters then, i.e. overrides ``Layer.initialize``."""
-    if getattr(layer, "_initialized", True):
-        return False
-    from singa.layer.base import Layer
-
-    return type(layer).initialize is not Layer.initialize or "initialize" in vars(layer)
+    adapts) its parameters then (:attr:`~singa.layer.base.Layer.awaiting_first_call`)."""
+    return layer.awaiting_first_call
 
 
 def deepest_owner(name: str, owners: dict[str, Any]) -> str | None:
@@ -86,12 +81,9 @@ class PendingLoad:
     def install(self, layer: Any, prefix: str) -> None:
         if id(layer) in self.hooked:
             return
-        d = vars(layer)
-        had = "initialize" in d
-        orig = d.get("initialize")
         pending = self
 
-        def initialize(*args: Any, **kwargs: Any) -> None:
+        def hook(create: Callable[[], None], *args: Any, **kwargs: Any) -> None:
             pending.unhook(layer)
             devs = list(pending.protect_rng)
             for a in list(args) + list(kwargs.values()):
@@ -100,28 +92,18 @@ class PendingLoad:
             # a GPU generator can only be reseeded, which would rewind it: leave it alone
             saved = [(dv, dv.get_rng_state()) for dv in devs if not dv.is_gpu]
             try:
-                (orig if had else type(layer).initialize.__get__(layer))(*args, **kwargs)
+                create()
             finally:
                 for dv, st in saved:
                     dv.set_rng_state(st)
             pending.created(layer, prefix)
 
-        setattr(initialize, _MARK, (had, orig))
-        d["initialize"] = initialize
+        layer.set_initialize_hook(hook)
         self.hooked[id(layer)] = layer
 
     def unhook(self, layer: Any) -> None:
-        self.hooked.pop(id(layer), None)
-        d = vars(layer)
-        fn = d.get("initialize")
-        mark = getattr(fn, _MARK, None)
-        if mark is None:
-            return
-        had, orig = mark
-        if had:
-            d["initialize"] = orig
-        else:
-            del d["initialize"]
+        if self.hooked.pop(id(layer), None) is not None:
+            layer.set_initialize_hook(None)
 
     def detach(self) -> None:
         """Remove every hook and detach from the root."""

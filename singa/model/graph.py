@@ -48,7 +48,6 @@ Limits of tracing (the same as any trace-based graph mode):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -188,16 +187,6 @@ def rebuild_outputs(tpl: Any, values: Sequence[Any]) -> Any:
     return tpl[1]
 
 
-def _donates(fn: Any) -> bool:
-    """Whether ``fn`` is an optimizer update that accepts a ``donate`` flag."""
-    from singa.opt.base import Optimizer
-
-    if not isinstance(fn, functools.partial):
-        return False
-    owner = getattr(fn.func, "__self__", None)
-    return isinstance(owner, Optimizer) and getattr(fn.func, "__name__", "") == "_apply"
-
-
 # ----- the graph ---------------------------------------------------------------------------
 class Graph:
     """A traced call, replayable on new inputs of the same signature.
@@ -237,30 +226,14 @@ class Graph:
         """Turn off gradients that no kernel uses, repeatedly (their producers may become
         unused in turn). Returns the surviving nodes (original indices kept)."""
         alive = {n.index: n for n in nodes}
-        used: dict[int, int] = {}
-        for n in nodes:
-            for s in n.ins:
-                if s is not None:
-                    used[s] = used.get(s, 0) + 1
-        for s in out_slots:
-            used[s] = used.get(s, 0) + 1
+        used = _use_counts(nodes, out_slots)
         changed = True
         while changed:
             changed = False
             for n in list(alive.values()):
-                if not n.is_backward or n.op is None:
+                if not self._drop_unused_grads(n, used):
                     continue
-                dead = [i for i, s in enumerate(n.outs) if s is not None and used.get(s, 0) == 0]
-                if not dead:
-                    continue
-                needs = list(n.op.needs_grad)
-                if len(needs) != len(n.outs):
-                    continue
-                for i in dead:
-                    needs[i] = False
-                    n.outs[i] = None
-                    self.disabled_grads += 1
-                n.op.needs_grad = tuple(needs)
+                changed = True
                 if all(s is None for s in n.outs):
                     # nothing of this backward is used: drop it, its inputs lose a use
                     del alive[n.index]
@@ -268,104 +241,31 @@ class Graph:
                         if s is not None:
                             used[s] -= 1
                     n.op.requires_grad = False  # its forward need not fill a cache
-                changed = True
         return [n for n in nodes if n.index in alive]
+
+    def _drop_unused_grads(self, n: _Node, used: dict[int, int]) -> bool:
+        """Turn off the gradients of backward node ``n`` that nothing uses (its
+        operator's ``needs_grad`` entries and its output slots); True if any was."""
+        if not n.is_backward or n.op is None:
+            return False
+        dead = [i for i, s in enumerate(n.outs) if s is not None and used.get(s, 0) == 0]
+        needs = list(n.op.needs_grad)
+        if not dead or len(needs) != len(n.outs):
+            return False
+        for i in dead:
+            needs[i] = False
+            n.outs[i] = None
+            self.disabled_grads += 1
+        n.op.needs_grad = tuple(needs)
+        return True
 
     # ----- scheduling (sequential=False) ----------------------------------------------
     @staticmethod
     def _schedule(nodes: list[_Node], arrays: list[Any], kinds: list[int], out_slots: list[int]) -> list[int]:
         """A dependency-respecting order (positions into ``nodes``) that runs first,
         among the ready kernels, those that release memory; ties keep recorded order."""
-
-        producer: dict[int, int] = {}
-        for i, n in enumerate(nodes):
-            for s in n.outs:
-                if s is not None:
-                    producer[s] = i
-        # memory roots of external arrays (and of slots that are views of them)
-        ext_roots = {id(_root(arrays[s])) for s in range(len(arrays)) if kinds[s] == _EXT}
-
-        def touched(slots: list) -> set:
-            return {id(_root(arrays[s])) for s in slots if s is not None} & ext_roots
-
-        forward_of: dict[int, int] = {}
-        deps: list[set] = [set() for _ in nodes]
-        last_touch: dict[int, int] = {}
-        last_random = last_effect = None
-        fwd_touch: dict[int, set] = {}
-        for i, n in enumerate(nodes):
-            d = deps[i]
-            for s in n.ins:
-                if s is not None and s in producer and producer[s] < i:
-                    d.add(producer[s])
-            roots = touched(n.ins)
-            if n.op is not None:
-                key = id(n.op)
-                if n.is_backward:
-                    if key in forward_of:
-                        d.add(forward_of[key])
-                    roots |= fwd_touch.get(key, set())
-                else:
-                    forward_of[key] = i
-                    fwd_touch[key] = roots
-            for r in roots:
-                if r in last_touch:
-                    d.add(last_touch[r])
-                last_touch[r] = i
-            if n.random:
-                if last_random is not None:
-                    d.add(last_random)
-                last_random = i
-            if not any(s is not None for s in n.outs):
-                if last_effect is not None:
-                    d.add(last_effect)
-                last_effect = i
-            d.discard(i)
-        # remaining uses of each slot, to see what a kernel would release
-        uses: dict[int, int] = {}
-        for n in nodes:
-            for s in n.ins:
-                if s is not None and kinds[s] != _EXT:
-                    uses[s] = uses.get(s, 0) + 1
-        keep = set(out_slots)
-        size = [_nbytes(a) for a in arrays]
-        cache_of = {id(n.op): n.cache_bytes for n in nodes if n.op is not None and not n.is_backward}
-
-        def delta(n: _Node) -> int:
-            freed = 0
-            counted = set()
-            for s in n.ins:
-                if s is None or kinds[s] == _EXT or s in keep or s in counted:
-                    continue
-                if uses[s] == n.ins.count(s):
-                    freed += size[s]
-                    counted.add(s)
-            if n.is_backward:
-                freed += cache_of.get(id(n.op), 0)
-            alloc = sum(size[s] for s in n.outs if s is not None) + n.cache_bytes
-            return alloc - freed
-
-        succ: list[list[int]] = [[] for _ in nodes]
-        indeg = [len(d) for d in deps]
-        for i, d in enumerate(deps):
-            for j in d:
-                succ[j].append(i)
-        ready = [i for i in range(len(nodes)) if indeg[i] == 0]
-        order: list[int] = []
-        while ready:
-            best = min(ready, key=lambda i: (delta(nodes[i]) > 0, i))
-            ready.remove(best)
-            order.append(best)
-            for s in nodes[best].ins:
-                if s is not None and kinds[s] != _EXT:
-                    uses[s] -= 1
-            for j in succ[best]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    ready.append(j)
-        if len(order) != len(nodes):  # pragma: no cover - a cycle would be a recorder bug
-            raise RuntimeError("graph: dependency cycle while scheduling")
-        return order
+        deps = _dependencies(nodes, arrays, kinds)
+        return _topological_order(nodes, deps, _MemoryBalance(nodes, arrays, kinds, out_slots))
 
     # ----- inputs that something captured aliases -------------------------------------
     @staticmethod
@@ -381,74 +281,54 @@ class Graph:
         return flags
 
     # ----- code generation ----------------------------------------------------------------
-    def _generate(self, nodes, order, arrays, kinds, out_slots):
-        ns: dict[str, Any] = {"_add_into": _inplace.add_into}
+    def _generate(
+        self, nodes: list[_Node], order: list[int], arrays: list[Any], kinds: list[int], out_slots: list[int]
+    ) -> tuple[str, dict]:
+        """The replay function's source (one line per kernel call, cache release and
+        ``del`` of dead slots) and the namespace it runs in."""
+        src = _Source(arrays, kinds)
         self.inplace_kernels = 0
-        names: dict[int, str] = {}
-
-        def ref(s):
-            if s is None:
-                return "None"
-            if s not in names:
-                if kinds[s] == _EXT:
-                    names[s] = f"c{s}"
-                    ns[names[s]] = arrays[s]
-                else:
-                    names[s] = f"v{s}"
-            return names[s]
-
-        last: dict[int, int] = {}
-        for p, i in enumerate(order):
-            for s in nodes[i].ins:
-                if s is not None and kinds[s] != _EXT:
-                    last[s] = p
-        end = len(order)
-        for s in out_slots:
-            if kinds[s] != _EXT:
-                last[s] = end
-        params = ", ".join(ref(s) for s in self.input_slots)
-        lines = [f"def replay({params}):"]
+        last = _last_uses(nodes, order, kinds, out_slots)
+        src.lines.append(f"def replay({', '.join(src.ref(s) for s in self.input_slots)}):")
         uncleared: dict[int, Any] = {}
         for p, i in enumerate(order):
             n = nodes[i]
-            fname = f"f{n.index}"
-            ns[fname] = n.fn
-            args = [ref(s) for s in n.ins]
             dead_after = {s for s in n.ins if s is not None and kinds[s] != _EXT and last.get(s) == p}
-            if not self.sequential:
-                fname = self._reuse(n, fname, args, dead_after, ns)
-            call = f"{fname}({', '.join(args)})"
-            outs = [ref(s) if s is not None and s in last else "_" for s in n.outs]
-            if not outs or all(o == "_" for o in outs):
-                lines.append(f"    {call}")
-            elif len(outs) == 1:
-                lines.append(f"    {outs[0]} = {call}")
-                lines.append(f"    if {outs[0]}.__class__ is tuple: {outs[0]} = {outs[0]}[0]")
-            else:
-                lines.append(f"    {', '.join(outs)}, = {call}")
-            if n.op is not None:
-                if n.is_backward:
-                    oname = f"o{n.index}"
-                    ns[oname] = n.op
-                    lines.append(f"    {oname}.cache = None")
-                    uncleared.pop(id(n.op), None)
-                elif n.op.requires_grad:
-                    uncleared[id(n.op)] = n.op
-            freed = [names[s] for s in sorted(dead_after) if s in names]
+            self._emit_call(src, n, dead_after, last)
+            _emit_cache_release(src, n, uncleared)
+            freed = [src.names[s] for s in sorted(dead_after) if s in src.names]
             if freed:
-                lines.append(f"    del {', '.join(freed)}")
+                src.lines.append(f"    del {', '.join(freed)}")
         for k, op in enumerate(uncleared.values()):
-            ns[f"u{k}"] = op
-            lines.append(f"    u{k}.cache = None")
-        outs = [ref(s) for s in out_slots]
-        lines.append(f"    return ({', '.join(outs)}{',' if outs else ''})")
-        return "\n".join(lines) + "\n", ns
+            src.ns[f"u{k}"] = op
+            src.lines.append(f"    u{k}.cache = None")
+        outs = [src.ref(s) for s in out_slots]
+        src.lines.append(f"    return ({', '.join(outs)}{',' if outs else ''})")
+        return "\n".join(src.lines) + "\n", src.ns
+
+    def _emit_call(self, src: _Source, n: _Node, dead_after: set, last: dict[int, int]) -> None:
+        """The line calling node ``n``'s kernel (in place when it may) and binding its
+        outputs that something uses later."""
+        fname = f"f{n.index}"
+        src.ns[fname] = n.fn
+        args = [src.ref(s) for s in n.ins]
+        if not self.sequential:
+            fname = self._reuse(n, fname, args, dead_after, src.ns)
+        call = f"{fname}({', '.join(args)})"
+        outs = [src.ref(s) if s is not None and s in last else "_" for s in n.outs]
+        if all(o == "_" for o in outs):
+            src.lines.append(f"    {call}")
+        elif len(outs) == 1:
+            src.lines.append(f"    {outs[0]} = {call}")
+            src.lines.append(f"    if {outs[0]}.__class__ is tuple: {outs[0]} = {outs[0]}[0]")
+        else:
+            src.lines.append(f"    {', '.join(outs)}, = {call}")
 
     def _reuse(self, n: _Node, fname: str, args: list, dead: set, ns: dict) -> str:
         """The name to call for node ``n``: an in-place form when an input it may write
         into is dead after it (reordering ``args`` if needed), else ``fname``."""
         once = [s for s in n.ins if s in dead and n.ins.count(s) == 1]
-        if n.fn is engine._add and len(n.ins) == 2:
+        if n.fn is engine.sum_gradients and len(n.ins) == 2:
             if n.ins[0] in once:
                 self.inplace_kernels += 1
                 return "_add_into"
@@ -457,7 +337,7 @@ class Graph:
                 self.inplace_kernels += 1
                 return "_add_into"
             return fname
-        if _donates(n.fn) and len(n.ins) == 2 and n.ins[1] in once:
+        if isinstance(n.fn, engine.DonatingUpdate) and len(n.ins) == 2 and n.ins[1] in once:
             ns[f"d{n.index}"] = _inplace.donating(n.fn)
             self.inplace_kernels += 1
             return f"d{n.index}"
@@ -493,3 +373,179 @@ def _root(a: Any) -> Any:
     while b is not None and getattr(b, "base", None) is not None:
         b = b.base
     return a if b is None else b
+
+
+# ----- helpers of pruning, scheduling and code generation -----------------------------------
+def _use_counts(nodes: list[_Node], out_slots: list[int]) -> dict[int, int]:
+    """How many times each slot is read (by a node, or as an output of the call)."""
+    used: dict[int, int] = {}
+    for s in [s for n in nodes for s in n.ins] + list(out_slots):
+        if s is not None:
+            used[s] = used.get(s, 0) + 1
+    return used
+
+
+def _dependencies(nodes: list[_Node], arrays: list[Any], kinds: list[int]) -> list[set]:
+    """For each node, the earlier nodes it must run after: the producers of its
+    inputs; for a backward, its forward; the previous node touching the same external
+    memory (parameters, buffers, states: read or written in place; a backward touches
+    what its forward did); the previous random draw; the previous side effect (a node
+    with no outputs)."""
+    producer = {s: i for i, n in enumerate(nodes) for s in n.outs if s is not None}
+    ext_roots = {id(_root(arrays[s])) for s in range(len(arrays)) if kinds[s] == _EXT}
+    forward_of: dict[int, int] = {}
+    fwd_touch: dict[int, set] = {}
+    last_touch: dict[int, int] = {}
+    serial: list = [None, None]  # the last random draw, the last side effect
+    deps: list[set] = []
+    for i, n in enumerate(nodes):
+        d = {producer[s] for s in n.ins if s is not None and producer.get(s, i) < i}
+        roots = {id(_root(arrays[s])) for s in n.ins if s is not None} & ext_roots
+        roots = _link_forward(n, i, d, roots, forward_of, fwd_touch)
+        for r in roots:
+            if r in last_touch:
+                d.add(last_touch[r])
+            last_touch[r] = i
+        _after_previous(d, serial, 0, i, n.random)
+        _after_previous(d, serial, 1, i, all(s is None for s in n.outs))
+        d.discard(i)
+        deps.append(d)
+    return deps
+
+
+def _link_forward(n: _Node, i: int, d: set, roots: set, forward_of: dict, fwd_touch: dict) -> set:
+    """Record forward node ``i``; or make backward node ``i`` depend on its forward and
+    touch what the forward touched. Returns the memory roots node ``i`` touches."""
+    if n.op is None:
+        return roots
+    key = id(n.op)
+    if not n.is_backward:
+        forward_of[key] = i
+        fwd_touch[key] = roots
+        return roots
+    if key in forward_of:
+        d.add(forward_of[key])
+    return roots | fwd_touch.get(key, set())
+
+
+def _after_previous(d: set, serial: list, k: int, i: int, applies: bool) -> None:
+    """Chain node ``i`` after the previous node of chain ``k`` when ``applies``."""
+    if not applies:
+        return
+    if serial[k] is not None:
+        d.add(serial[k])
+    serial[k] = i
+
+
+class _MemoryBalance:
+    """What running a node would allocate minus what it would release, as the
+    schedule advances (slots whose last remaining use it is, its operator's cache)."""
+
+    def __init__(self, nodes: list[_Node], arrays: list[Any], kinds: list[int], out_slots: list[int]):
+        self.kinds = kinds
+        self.uses: dict[int, int] = {}
+        for n in nodes:
+            for s in n.ins:
+                if s is not None and kinds[s] != _EXT:
+                    self.uses[s] = self.uses.get(s, 0) + 1
+        self.keep = set(out_slots)
+        self.size = [_nbytes(a) for a in arrays]
+        self.cache_of = {id(n.op): n.cache_bytes for n in nodes if n.op is not None and not n.is_backward}
+
+    def delta(self, n: _Node) -> int:
+        """Bytes allocated minus bytes released by running ``n`` now."""
+        freed = 0
+        counted = set()
+        for s in n.ins:
+            if s is None or self.kinds[s] == _EXT or s in self.keep or s in counted:
+                continue
+            if self.uses[s] == n.ins.count(s):
+                freed += self.size[s]
+                counted.add(s)
+        if n.is_backward:
+            freed += self.cache_of.get(id(n.op), 0)
+        alloc = sum(self.size[s] for s in n.outs if s is not None) + n.cache_bytes
+        return alloc - freed
+
+    def ran(self, n: _Node) -> None:
+        """``n`` was scheduled: its inputs have one use less."""
+        for s in n.ins:
+            if s is not None and self.kinds[s] != _EXT:
+                self.uses[s] -= 1
+
+
+def _topological_order(nodes: list[_Node], deps: list[set], balance: _MemoryBalance) -> list[int]:
+    """Kahn's algorithm; among the ready nodes, those that release memory first, then
+    recorded order."""
+    succ: list[list[int]] = [[] for _ in nodes]
+    indeg = [len(d) for d in deps]
+    for i, d in enumerate(deps):
+        for j in d:
+            succ[j].append(i)
+    ready = [i for i in range(len(nodes)) if indeg[i] == 0]
+    order: list[int] = []
+    while ready:
+        best = min(ready, key=lambda i: (balance.delta(nodes[i]) > 0, i))
+        ready.remove(best)
+        order.append(best)
+        balance.ran(nodes[best])
+        for j in succ[best]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    if len(order) != len(nodes):  # pragma: no cover - a cycle would be a recorder bug
+        raise RuntimeError("graph: dependency cycle while scheduling")
+    return order
+
+
+def _last_uses(nodes: list[_Node], order: list[int], kinds: list[int], out_slots: list[int]) -> dict:
+    """The position in ``order`` of each internal slot's last use (outputs of the call:
+    past the end)."""
+    last: dict[int, int] = {}
+    for p, i in enumerate(order):
+        for s in nodes[i].ins:
+            if s is not None and kinds[s] != _EXT:
+                last[s] = p
+    for s in out_slots:
+        if kinds[s] != _EXT:
+            last[s] = len(order)
+    return last
+
+
+class _Source:
+    """The generated replay function being written: its lines, the namespace it will
+    run in, and the names of the slots (``c<k>`` external arrays bound in the
+    namespace, ``v<k>`` locals)."""
+
+    def __init__(self, arrays: list[Any], kinds: list[int]):
+        self.arrays = arrays
+        self.kinds = kinds
+        self.ns: dict[str, Any] = {"_add_into": _inplace.add_into}
+        self.names: dict[int, str] = {}
+        self.lines: list[str] = []
+
+    def ref(self, s: int | None) -> str:
+        """The name of slot ``s`` ("None" for a missing input)."""
+        if s is None:
+            return "None"
+        if s not in self.names:
+            if self.kinds[s] == _EXT:
+                self.names[s] = f"c{s}"
+                self.ns[self.names[s]] = self.arrays[s]
+            else:
+                self.names[s] = f"v{s}"
+        return self.names[s]
+
+
+def _emit_cache_release(src: _Source, n: _Node, uncleared: dict[int, Any]) -> None:
+    """After a backward, drop its operator's cache (as the eager engine does); note
+    forwards that filled one, to drop those no backward ran for at the end."""
+    if n.op is None:
+        return
+    if n.is_backward:
+        oname = f"o{n.index}"
+        src.ns[oname] = n.op
+        src.lines.append(f"    {oname}.cache = None")
+        uncleared.pop(id(n.op), None)
+    elif n.op.requires_grad:
+        uncleared[id(n.op)] = n.op

@@ -37,12 +37,15 @@ In graph mode the first call for each signature is traced and later calls replay
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
+from singa.autograd import buffers
 from singa.autograd.engine import no_grad
 from singa.layer.base import Layer
+from singa.model import precision as _precision
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
 from singa.tensor import Tensor
 
@@ -59,6 +62,8 @@ class Model(Layer):
         optimizer: set by :meth:`set_optimizer`; ``train_one_batch`` usually calls it.
         graph_mode: whether calls are traced and replayed.
         sequential: whether replays keep the recorded kernel order.
+        precision: "float32" (default), "mixed" or "float16"; set by :meth:`compile`
+            (see :mod:`singa.model.precision`).
     """
 
     def __init__(self, name: str | None = None):
@@ -67,7 +72,7 @@ class Model(Layer):
         self.graph_mode = False
         self.sequential = False
         self._graphs: OrderedDict = OrderedDict()
-        self._compiled = False
+        self.precision = "float32"
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -81,6 +86,7 @@ class Model(Layer):
 
     def set_optimizer(self, optimizer: Any) -> None:
         """Attach the optimizer that ``train_one_batch`` uses (``self.optimizer``)."""
+        _precision.attach_scaler(self, optimizer)
         self.optimizer = optimizer
         self._graphs.clear()
 
@@ -91,13 +97,20 @@ class Model(Layer):
         is_train: bool = True,
         use_graph: bool = False,
         sequential: bool = False,
+        precision: str | None = None,
     ) -> None:
         """Create every parameter by running ``forward`` once on ``inputs`` (Tensors of
         the batch shape; their values do not matter), then set training mode and graph
         mode. This forward runs in evaluation mode without recording, and the values of
         the states that existed before are restored, so no parameter or running
         statistic changes (random initialisers of new parameters do draw from the
-        device generator)."""
+        device generator).
+
+        ``precision`` ("float32", "mixed" or "float16"; None keeps the current one)
+        chooses the precision policy: "mixed" computes in float16 on float32 master
+        weights with dynamic loss scaling (see :mod:`singa.model.precision`)."""
+        if precision is not None:
+            _precision.get_policy(precision)  # validate before anything changes
         if isinstance(inputs, Tensor):
             inputs = [inputs]
         if not isinstance(inputs, list | tuple) or not all(isinstance(t, Tensor) for t in inputs):
@@ -110,9 +123,7 @@ class Model(Layer):
         self.graph_mode = False
         try:
             with no_grad():
-                if not getattr(self, "_initialized", True):
-                    self.initialize(*inputs)
-                    self._initialized = True
+                self.ensure_initialized(*inputs)
                 self.forward(*inputs)
         finally:
             self.graph_mode, self.sequential = prev
@@ -120,7 +131,8 @@ class Model(Layer):
         for n, arr in before.items():
             if n in states:
                 states[n].data[...] = arr
-        self._compiled = True
+        if precision is not None:
+            _precision.set_precision(self, precision)
         self.train(is_train)
         self.graph(use_graph, sequential)
 
@@ -148,10 +160,11 @@ class Model(Layer):
         ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
         nothing). In graph mode the call is traced or replayed."""
         training = self.training
-        if not training and not getattr(self, "_initialized", True):
-            self.initialize(*args, **kwargs)
-            self._initialized = True
+        if not training:
+            self.ensure_initialized(*args, **kwargs)
         fn = self.train_one_batch if training else self.forward
+        if self.precision != "float32":
+            fn = functools.partial(_precision.call, self, fn)
         prev = _ag.training
         _ag.training = training
         try:
@@ -230,26 +243,27 @@ class Model(Layer):
         return checkpoint.load_model(self, fpath, strict=strict)
 
     def export_onnx(
-        self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True
+        self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True, dtype: Any = None
     ) -> Any:
-        """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`)."""
+        """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`).
+        ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic; by
+        default a model exports in float32 whatever its precision."""
         from singa.sonnx import export as onnx_export
 
-        return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        if dtype is None and self.precision != "float16":
+            return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
+        dtype = "float32" if dtype is None else dtype
+        with _precision.states_as(self, dtype):
+            xs = _precision.inputs_as(inputs, dtype)
+            return onnx_export.export_model(self, path, xs, opset=opset, dynamic_batch=dynamic_batch)
 
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the
-    operators' buffer pool (:func:`singa.autograd._im2col.scratch`) had to grow to
+    operators' buffer pool (:func:`singa.autograd.buffers.scratch`) had to grow to
     cover all of them at once; forget those buffers (arrays in use stay valid) so
     replays start from a pool sized by their own needs, as eager steps do."""
-    try:
-        from singa.autograd import _im2col
-    except ImportError:  # pragma: no cover
-        return
-    clear = getattr(_im2col, "clear_scratch", None)
-    if clear is not None:
-        clear()
+    buffers.clear_scratch()
 
 
 def _distinct_arrays(tensors: list) -> list:

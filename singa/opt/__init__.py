@@ -4,7 +4,8 @@
 formulas and update parameters in place. Each takes ``lr`` as a number or a
 scheduler (``Constant``, ``ExponentialDecay``, ``StepDecay``, ``CosineDecay``, all
 with optional warm-up) that advances once per ``backward_and_update``, and an
-optional ``clip_norm`` (gradient clipping by global norm).
+optional ``clip_norm`` (gradient clipping by global norm). ``LossScaler`` is
+dynamic loss scaling for float16 training (``Model.compile(..., precision="mixed")``).
 
 Example::
 
@@ -18,6 +19,7 @@ Example::
 
 from singa.opt.base import Optimizer, clip_by_global_norm, global_norm
 from singa.opt.optimizers import SGD, AdaGrad, Adam, AdamW, RMSProp
+from singa.opt.scaler import LossScaler
 from singa.opt.schedulers import (
     Constant,
     CosineDecay,
@@ -40,6 +42,7 @@ __all__ = [
     "ExponentialDecay",
     "StepDecay",
     "CosineDecay",
+    "LossScaler",
     "clip_by_global_norm",
     "global_norm",
 ]

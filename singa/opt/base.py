@@ -7,15 +7,15 @@ update of parameter array ``p`` from gradient ``g``; ``step`` is this parameter'
 update count, starting at 1).
 
 While a device's graph recorder is set (``Model.compile(..., use_graph=True)``),
-every update is recorded as ``record(closure, [param_array, grad_array], ())``; the
-closure looks up the learning rate, the step counts and the slots when it runs, so
-replays advance schedules exactly as eager steps do, and slots replaced by
-:meth:`Optimizer.set_states` are picked up.
+every update is recorded as ``record(update, [param_array, grad_array], ())`` where
+``update`` is a :class:`~singa.autograd.engine.DonatingUpdate` of :meth:`Optimizer._apply`
+(so replays may hand it a dead gradient as scratch space); it looks up the learning
+rate, the step counts and the slots when it runs, so replays advance schedules exactly
+as eager steps do, and slots replaced by :meth:`Optimizer.set_states` are picked up.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +38,38 @@ def _number(v: Any) -> bool:
 def _host(a: Any) -> np.ndarray:
     """A numpy copy of a numpy or cupy array."""
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.array(a, copy=True)
+
+
+def _float_dtype(cls: str, dtype: Any) -> np.dtype | None:
+    if dtype is None:
+        return None
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d is None or d.kind != "f":
+        raise ValueError(
+            f"{cls}: dtype must be None or a floating dtype (tensor.float16, ...), got {dtype!r}"
+        )
+    return d
+
+
+def _scaler_states(scaler: Any) -> dict:
+    """The loss scaler's entry of the optimizer states (none without a scaler)."""
+    return {} if scaler is None else {"loss_scaler": scaler.get_states()}
+
+
+def _scaler_problems(scaler: Any, states: Mapping) -> list[str]:
+    """What is wrong with the states' loss-scaler entry (a checkpoint without one, or
+    an optimizer without a scaler, is fine: float32 and mixed checkpoints load both ways)."""
+    given = states.get("loss_scaler")
+    return [] if given is None or scaler is None else scaler.check_states(given)
+
+
+def _restore_scaler(scaler: Any, states: Mapping) -> None:
+    given = states.get("loss_scaler")
+    if given is not None and scaler is not None:
+        scaler.set_states(given)
 
 
 def global_norm(arrays: list) -> float:
@@ -69,17 +101,23 @@ class Optimizer:
             callable ``step -> float``; evaluated at ``step_counter`` on every update.
         clip_norm: when given, ``backward_and_update`` scales all gradients together
             so that their global L2 norm is at most ``clip_norm``.
+        dtype: SINGA's ``dtype``: the dtype of the parameters this optimizer updates
+            (``tensor.float16`` for SINGA's pure float16 training); a parameter of
+            another dtype raises ValueError. None (default) accepts any.
 
     Attributes:
         lr: may be changed between steps (also while a model replays its graph).
         step_counter: completed ``backward_and_update`` (or :meth:`step`) calls.
         last_grad_norm: the global gradient norm of the last clipped step.
+        loss_scaler: a :class:`~singa.opt.scaler.LossScaler` (set by
+            ``Model.compile(..., precision="mixed")``) that ``backward_and_update``
+            then runs through; None by default.
     """
 
     #: names of the per-parameter state arrays this optimizer may keep
     slot_names: tuple[str, ...] = ()
 
-    def __init__(self, lr: Any, clip_norm: float | None = None):
+    def __init__(self, lr: Any, clip_norm: float | None = None, dtype: Any = None):
         name = type(self).__name__
         if not (isinstance(lr, Scheduler) or callable(lr) or (_number(lr) and lr >= 0)):
             raise ValueError(f"{name}: lr must be a number >= 0 or a scheduler, got {lr!r}")
@@ -87,6 +125,8 @@ class Optimizer:
             raise ValueError(f"{name}: clip_norm must be None or a number > 0, got {clip_norm!r}")
         self.lr = lr if callable(lr) else float(lr)
         self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.dtype = _float_dtype(name, dtype)
+        self.loss_scaler: Any = None
         self.step_counter = 0
         self.last_grad_norm: float | None = None
         self._slots: dict[Tensor, dict[str, Any]] = {}
@@ -121,10 +161,15 @@ class Optimizer:
                 f"{type(self).__name__}.update: gradient of shape {g.shape} "
                 f"for a parameter of shape {p.shape}"
             )
+        if self.dtype is not None and p.dtype != self.dtype:
+            raise ValueError(
+                f"{type(self).__name__}.update: a {p.dtype} parameter for an optimizer "
+                f"built with dtype={self.dtype}"
+            )
         self._apply(param, p, g)
         rec = param.device.recorder
         if rec is not None:
-            rec.record(functools.partial(self._apply, param), [p, g], ())
+            rec.record(engine.DonatingUpdate(self._apply, param), [p, g], ())
 
     apply = update
 
@@ -150,7 +195,12 @@ class Optimizer:
 
     def backward_and_update(self, loss: Tensor, dy: Any = None) -> None:
         """Back-propagate from ``loss`` and update every parameter that stores its
-        gradient (clipping first when ``clip_norm`` is set), then :meth:`step`."""
+        gradient (clipping first when ``clip_norm`` is set), then :meth:`step`.
+        With a ``loss_scaler`` the scaler runs the step (scaled loss, unscaled and
+        checked gradients)."""
+        if self.loss_scaler is not None:
+            self.loss_scaler.backward_and_update(self, loss, dy)
+            return
         if self.clip_norm is None:
             for p, g in engine.backward(loss, dy):
                 self.update(p, g)
@@ -199,6 +249,7 @@ class Optimizer:
             "hyper": self._hyper(),
             "param_steps": param_steps,
             "slots": slots,
+            **_scaler_states(self.loss_scaler),
         }
 
     def set_states(self, states: Mapping, names: Mapping[str, Tensor]) -> None:
@@ -248,8 +299,10 @@ class Optimizer:
                         f"slot {key}: expected {t.shape} {t.dtype}, "
                         f"found {tuple(v.shape)} {np.dtype(v.dtype)}"
                     )
+        problems += _scaler_problems(self.loss_scaler, states)
         if problems:
             raise ValueError(f"{cls}.set_states: " + "; ".join(problems))
+        _restore_scaler(self.loss_scaler, states)
         new_slots: dict[Tensor, dict[str, Any]] = {}
         for key, v in slots.items():
             pname, _, sname = str(key).rpartition("/")

@@ -57,8 +57,9 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
         clip_norm: float | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(lr, clip_norm)
+        super().__init__(lr, clip_norm, dtype)
         _nonneg("SGD", momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         _flag("SGD", nesterov=nesterov)
         if nesterov and (momentum <= 0 or dampening != 0):
@@ -133,8 +134,9 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         clip_norm: float | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(lr, clip_norm)
+        super().__init__(lr, clip_norm, dtype)
         cls = type(self).__name__
         _unit(cls, beta_1=beta_1, beta_2=beta_2)
         _nonneg(cls, epsilon=epsilon, weight_decay=weight_decay)
@@ -203,8 +205,9 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
         amsgrad: bool = False,
         clip_norm: float | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, amsgrad, clip_norm)
+        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, amsgrad, clip_norm, dtype)
 
 
 class RMSProp(Optimizer):
@@ -226,8 +229,9 @@ class RMSProp(Optimizer):
         momentum: float = 0.0,
         centered: bool = False,
         clip_norm: float | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(lr, clip_norm)
+        super().__init__(lr, clip_norm, dtype)
         _unit("RMSProp", rho=rho)
         _nonneg("RMSProp", epsilon=epsilon, weight_decay=weight_decay, momentum=momentum)
         _flag("RMSProp", centered=centered)
@@ -301,8 +305,9 @@ class AdaGrad(Optimizer):
         initial_accumulator_value: float = 0.0,
         epsilon: float = 1e-10,
         clip_norm: float | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(lr, clip_norm)
+        super().__init__(lr, clip_norm, dtype)
         _nonneg(
             "AdaGrad",
             lr_decay=lr_decay,

@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from singa import autograd
-from singa.autograd import _im2col
+from singa.autograd import conv_geometry
 from singa.tensor import Tensor
 
 BATCH_DIM = "batch"
@@ -341,5 +341,4 @@ def spatial_pads(ctx: NodeContext, in_sizes: tuple, kernel: list, strides: list,
         return [0] * (2 * nd)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ctx.unsupported(f"auto_pad {auto!r}")
-    begin, end = _im2col.same_pads(auto, in_sizes, kernel, strides, dilations)
-    return begin + end
+    return list(conv_geometry.same_pads(auto, in_sizes, kernel, strides, dilations))

@@ -414,12 +414,12 @@ def _computation(outputs: Any, inputs: list[Tensor], model: Any, dynamic_batch: 
         return recorded_graph.replay, model, recorded_graph
     if isinstance(outputs, Layer):
         layer = outputs
-        if not getattr(layer, "_initialized", True):  # create the parameters outside the traces
+        if not layer.initialized:  # create the parameters outside the traces
             trace.trace(lambda *xs: _run_layer(layer, xs), inputs, layer)
         return (lambda *xs: _run_layer(layer, xs)), layer, None
     if callable(outputs):
         check_model()
-        if model is not None and not getattr(model, "_initialized", True):
+        if model is not None and not model.initialized:
             trace.trace(outputs, inputs, model)
         return outputs, model, None
     raise TypeError(
@@ -441,10 +441,7 @@ def _param_names(tr1: trace.Tracer, model: Any, recorded_graph: Any) -> dict[int
 
 def _run_layer(layer: Any, xs: Sequence[Tensor]) -> Any:
     """Call a layer's forward directly (bypassing graph replay), initializing it first."""
-    from singa.layer.base import Layer
-
-    if not getattr(layer, "_initialized", True):
-        return Layer.__call__(layer, *xs)
+    layer.ensure_initialized(*xs)
     return layer.forward(*xs)
 
 

@@ -131,7 +131,7 @@ class SONNXModel(Model):
             self.buffers[key] = t
             self.onnx_names[key] = oname
             self._by_onnx[oname] = t
-        self._initialized = True
+        self.ensure_initialized()  # every parameter exists: nothing waits for a first call
 
     @property
     def onnx_model(self) -> Any:

@@ -8,7 +8,8 @@ import pytest
 
 from singa import autograd
 from singa.autograd import _im2col as im
-from singa.autograd.conv import Convolution2D
+from singa.autograd import buffers
+from singa.autograd.conv import Conv2d
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
 
@@ -169,7 +170,7 @@ def test_attributes_for_the_exporter():
     x, w, b = make(CONFIGS[5], rng)
     y = autograd.conv2d(T(x), T(w), None, stride=(2, 1), padding=(2, 1, 1, 0), dilation=2, groups=1)
     op = y.creator
-    assert isinstance(op, Convolution2D)
+    assert isinstance(op, Conv2d)
     assert op.stride == (2, 1) and op.pads == (2, 1, 1, 0) and op.dilation == (2, 2)
     assert op.groups == 1 and op.kernel_size == (3, 2) and op.bias is False
     y = autograd.conv2d(T(x), T(w), T(np.zeros(4)), padding=(1, 2))
@@ -256,25 +257,25 @@ def test_pooled_buffers_are_not_shared_between_live_results():
 
 
 def test_scratch_pool_reuses_only_free_arrays():
-    a = im.scratch(np, (3, 5), np.float32)
-    b = im.scratch(np, (3, 5), np.float32)
+    a = buffers.scratch(np, (3, 5), np.float32)
+    b = buffers.scratch(np, (3, 5), np.float32)
     assert a is not b
     view = a[1:]
     del a
-    c = im.scratch(np, (3, 5), np.float32)
+    c = buffers.scratch(np, (3, 5), np.float32)
     assert c is not b and c is not view.base  # both still referenced
     del c
-    d = im.scratch(np, (3, 5), np.float32)
+    d = buffers.scratch(np, (3, 5), np.float32)
     assert d is not b and d is not view.base  # the freed third array, or a new one
     held = view.base
     del view, d
-    e = im.scratch(np, (3, 5), np.float32)
+    e = buffers.scratch(np, (3, 5), np.float32)
     assert e is not b and e is not held
     ref = weakref.ref(e)
     del e
-    assert im.scratch(np, (3, 5), np.float32) is ref()  # a free array is reused
-    assert im.scratch(np, (3, 5), np.float64).dtype == np.float64
-    im.clear_scratch()
+    assert buffers.scratch(np, (3, 5), np.float32) is ref()  # a free array is reused
+    assert buffers.scratch(np, (3, 5), np.float64).dtype == np.float64
+    buffers.clear_scratch()
 
 
 def _gpu():

@@ -7,7 +7,7 @@ import pytest
 from singa import autograd
 from singa.autograd import _im2col as im
 from singa.autograd.gradcheck import gradcheck
-from singa.autograd.pooling import AveragePooling2D, MaxPooling2D
+from singa.autograd.pooling import AvgPool2d, MaxPool2d
 from singa.tensor import Tensor
 
 
@@ -202,10 +202,10 @@ def test_pool_1d_errors():
 def test_attributes_for_the_exporter():
     x = T(np.zeros((1, 1, 8, 8)))
     op = autograd.max_pool_2d(x, 3, 2, (1, 0, 1, 1), True).creator
-    assert isinstance(op, MaxPooling2D)
+    assert isinstance(op, MaxPool2d)
     assert op.kernel_size == (3, 3) and op.stride == (2, 2) and op.pads == (1, 0, 1, 1) and op.ceil_mode
     op = autograd.avg_pool_2d(x, (2, 3), padding=1, count_include_pad=False).creator
-    assert isinstance(op, AveragePooling2D)
+    assert isinstance(op, AvgPool2d)
     assert op.kernel_size == (2, 3) and op.stride == (2, 3) and op.pads == (1, 1, 1, 1)
     assert not op.ceil_mode and not op.count_include_pad
 
@@ -223,7 +223,7 @@ def test_attributes_for_the_exporter():
         (autograd.max_pool_2d, (1, 1, 4, 4), (3, 1, (0, 0, 3, 0)), r"smaller than the kernel"),
         (autograd.max_pool_2d, (1, 1, 2, 5), (3,), r"max_pool_2d: output would be empty.*\(1, 1, 2, 5\)"),
         (autograd.avg_pool_2d, (1, 1, 4, 4), (0,), r"avg_pool_2d: kernel_size must be >= 1"),
-        (autograd.max_pool_2d, (1, 1, 4, 4), (2, (1, 2, 3)), r"max_pool_2d: stride must be an int or a pair"),
+        (autograd.max_pool_2d, (1, 1, 4, 4), (2, (1, 2, 3)), r"max_pool_2d: stride must be an int or 2 ints"),
     ],
 )
 def test_errors(fn, xs, args, match):

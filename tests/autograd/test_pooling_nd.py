@@ -9,8 +9,8 @@ from gpu_compare import assert_gpu_matches_cpu, gpu_or_skip  # noqa: I001
 
 from singa import autograd
 from singa.autograd.gradcheck import gradcheck
-from singa.autograd.pooling import AveragePooling2D, MaxPooling2D
-from singa.autograd.pooling_nd import AveragePoolingND, MaxPoolingND
+from singa.autograd.pooling import AvgPool2d, MaxPool2d
+from singa.autograd.pooling_nd import AvgPoolNd, MaxPoolNd
 from singa.tensor import Tensor
 
 
@@ -157,17 +157,17 @@ def test_ties_and_padding():
 
 def test_dispatch_and_attributes():
     x = T(np.zeros((1, 2, 8, 8)))
-    assert isinstance(autograd.max_pool_nd(x, 2).creator, MaxPooling2D)
-    assert isinstance(autograd.avg_pool_nd(x, 3, 1, 1).creator, AveragePooling2D)
-    assert isinstance(autograd.avg_pool_nd(T(np.zeros((1, 2, 8))), 3, 1, 1).creator, AveragePooling2D)
+    assert isinstance(autograd.max_pool_nd(x, 2).creator, MaxPool2d)
+    assert isinstance(autograd.avg_pool_nd(x, 3, 1, 1).creator, AvgPool2d)
+    assert isinstance(autograd.avg_pool_nd(T(np.zeros((1, 2, 8))), 3, 1, 1).creator, AvgPool2d)
     op = autograd.max_pool_nd(x, 2, 1, (1, 0, 0, 1), 2, True).creator
-    assert isinstance(op, MaxPoolingND)
+    assert isinstance(op, MaxPoolNd)
     assert op.kernel_size == (2, 2) and op.stride == (1, 1) and op.pads == (1, 0, 0, 1)
     assert op.dilation == (2, 2) and op.ceil_mode and not op.return_indices
     op = autograd.max_pool_nd(x, 2, return_indices=True, storage_order=1)[0].creator
-    assert isinstance(op, MaxPoolingND) and op.return_indices and op.storage_order == 1
+    assert isinstance(op, MaxPoolNd) and op.return_indices and op.storage_order == 1
     op = autograd.avg_pool_nd(T(np.zeros((1, 1, 4, 4, 4))), (1, 2, 3), padding=(0, 1, 1)).creator
-    assert isinstance(op, AveragePoolingND)
+    assert isinstance(op, AvgPoolNd)
     assert op.kernel_size == (1, 2, 3) and op.stride == (1, 2, 3) and op.pads == (0, 1, 1, 0, 1, 1)
     assert op.dilation == (1, 1, 1) and op.count_include_pad
 

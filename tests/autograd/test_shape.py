@@ -1,5 +1,5 @@
 """Shape operators: reshape, flatten, transpose, cat, split, slice, squeeze,
-unsqueeze, pad, expand, gather, where, getitem."""
+unsqueeze, pad, expand, tile."""
 
 import numpy as np
 import pytest
@@ -279,6 +279,39 @@ def test_pad_errors():
         autograd.pad(x, "reflect", [1, 0, -2, 0])  # nothing left to reflect
 
 
+# ----- tile ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "shape,repeats",
+    [
+        ((2, 3), (2, 3)),
+        ((2, 3), 2),  # an int: the last axis
+        ((2, 3, 4), (3, 1)),  # fewer entries: the last axes
+        ((3,), (2, 1, 2)),  # more entries: leading axes added
+        ((1, 2, 3), (1, 1, 1)),
+    ],
+)
+def test_tile_matches_numpy_and_gradcheck(shape, repeats):
+    x = randn(*shape)
+    y = autograd.tile(const(x), repeats)
+    np.testing.assert_array_equal(y.to_numpy(), np.tile(x, repeats))
+    gradcheck(lambda x: autograd.tile(x, repeats), [x])
+
+
+def test_tile_gradient_sums_the_copies():
+    xt = Tensor(data=np.array([[1.0, 2.0]]), dtype=np.float64, requires_grad=True, stores_grad=True)
+    dy = np.arange(12.0).reshape(2, 6)  # 2 x 3 copies of a (1, 2) input
+    g = autograd.gradients(autograd.tile(xt, (2, 3)), dy=dy)[xt].to_numpy()
+    np.testing.assert_array_equal(g, dy.reshape(2, 1, 3, 2).sum(axis=(0, 2)))
+    x32 = Tensor(data=np.ones((2, 2), np.float32), dtype=np.float32)
+    assert autograd.tile(x32, 2).dtype == np.float32
+
+
+@pytest.mark.parametrize("repeats", [0, (2, 0), (), (1.5,), "2"])
+def test_tile_errors(repeats):
+    with pytest.raises(ValueError, match="tile: repeats must be"):
+        autograd.tile(const(np.ones((2, 3))), repeats)
+
+
 # ----- expand -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "shape,to,expect",
@@ -303,94 +336,6 @@ def test_expand_error():
         autograd.expand(const(np.ones((3, 2))), (4, 2))
 
 
-# ----- gather ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "axis,indices",
-    [(0, [2, 0, 2, 2]), (1, [[0, 1], [3, 3]]), (-1, 1), (2, np.array([-1, 0, -1])), (1, [])],
-)
-def test_gather(axis, indices):
-    x = randn(3, 4, 2)
-    y = autograd.gather(const(x), axis, indices)
-    expect = np.take(x, np.asarray(indices, dtype=np.int64), axis=axis)
-    assert y.shape == expect.shape
-    np.testing.assert_array_equal(y.to_numpy(), expect)
-    gradcheck(lambda x: autograd.gather(x, axis, indices), [x])
-
-
-def test_gather_tensor_indices_and_repeated_scatter_add():
-    x = Tensor(data=np.arange(4.0), dtype=np.float64, requires_grad=True, stores_grad=True)
-    idx = Tensor(data=[3, 1, 3, 3], dtype=np.int64)  # requires_grad defaults to True: still no gradient
-    y = autograd.gather(x, 0, idx)
-    np.testing.assert_array_equal(y.to_numpy(), [3, 1, 3, 3])
-    g = autograd.gradients(y, dy=np.array([1.0, 2.0, 3.0, 4.0]))
-    np.testing.assert_array_equal(g[x].to_numpy(), [0, 2, 0, 8])
-    with pytest.raises(ValueError, match="gather"):
-        autograd.gather(x, 0, [4])
-    with pytest.raises(ValueError, match="gather"):
-        autograd.gather(x, 0, [-5])
-    with pytest.raises(ValueError, match="gather"):
-        autograd.gather(x, 1, [0])
-
-
-# ----- where ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "sx,sy,sc",
-    [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)), ((3, 4), (3, 4), (4,)), ((1,), (2, 3), (2, 1))],
-)
-def test_where(sx, sy, sc):
-    x, y = randn(*sx), randn(*sy)
-    c = rng.random(sc) > 0.5
-    out = autograd.where(const(x), const(y), c)
-    np.testing.assert_array_equal(out.to_numpy(), np.where(c, x, y))
-    gradcheck(lambda x, y: autograd.where(x, y, c), [x, y])
-    # a numeric Tensor condition: nonzero means true
-    cn = const(c.astype(np.float32) * 3, np.float32)
-    np.testing.assert_array_equal(autograd.where(const(x), const(y), cn).to_numpy(), np.where(c, x, y))
-
-
-def test_where_number_operand_and_error():
-    x = randn(2, 3)
-    c = x > 0
-    np.testing.assert_array_equal(autograd.where(const(x), 0.0, c).to_numpy(), np.where(c, x, 0.0))
-    gradcheck(lambda x: autograd.where(x, 0.0, c), [x])
-    with pytest.raises(ValueError, match="where"):
-        autograd.where(const(x), const(np.ones((4,))), c)
-
-
-# ----- getitem -------------------------------------------------------------------------------
-KEYS = [
-    1,
-    -1,
-    np.s_[1:3],
-    np.s_[::-1, 2],
-    np.s_[..., 1],
-    np.s_[None, 0, :, ::2],
-    np.s_[1, 2, 3],
-    np.s_[:, None, -2:],
-    (Ellipsis,),
-]
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_getitem_basic(key):
-    x = randn(3, 4, 5)
-    y = const(x)[key]
-    np.testing.assert_array_equal(y.to_numpy(), x[key])
-    gradcheck(lambda x: x[key], [x])
-
-
-@pytest.mark.parametrize("key", [([0, 2, 0],), np.s_[:, [1, 1, 3]], (np.array([True, False, True]),)])
-def test_getitem_advanced_accumulates(key):
-    x = randn(3, 4)
-    np.testing.assert_array_equal(const(x)[key].to_numpy(), x[key])
-    gradcheck(lambda x: x[key], [x])
-
-
-def test_getitem_index_error():
-    with pytest.raises(IndexError):
-        const(np.ones((2, 3)))[5]
-
-
 # ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
 @pytest.mark.gpu
 @pytest.mark.parametrize(
@@ -405,9 +350,7 @@ def test_getitem_index_error():
         lambda x: autograd.pad(x, "edge", [0, -1, 2, 1, 1, 0]),
         lambda x: autograd.pad(x, "constant", [1, 0, 1, 0, 2, 0], 3.0),
         lambda x: autograd.expand(autograd.reduce_sum(x, [1]), (2, 3, 4, 5)),
-        lambda x: autograd.gather(x, 1, [3, 0, 3, -1]),
-        lambda x: autograd.where(x, 0.5, np.arange(5) % 2 == 0),
-        lambda x: x[1:, None, [0, 2, 2], ::-2],
+        lambda x: autograd.tile(x, (1, 2, 1)),
     ],
 )
 def test_gpu_matches_cpu(fn):

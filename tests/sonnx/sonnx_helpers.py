@@ -35,7 +35,8 @@ def reference(target, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         target.eval()
         try:
             with autograd.no_grad():
-                out = target.forward(*xs) if getattr(target, "_initialized", True) else target(*xs)
+                target.ensure_initialized(*xs)
+                out = target.forward(*xs)
         finally:
             for layer, mode in modes:
                 layer.training = mode

@@ -66,7 +66,7 @@ def test_max_pool_indices(shape, k, s, p, order):
 
 def test_dilated_avg_pool_before_opset_19_is_an_export_error():
     x = tensor.from_numpy(rand((2, 2, 6, 6)))
-    with pytest.raises(ExportError, match=r"AveragePoolingND.*opset 19"):
+    with pytest.raises(ExportError, match=r"AvgPoolNd.*opset 19"):
         sonnx.to_onnx([x], lambda x: autograd.avg_pool_nd(x, 2, 1, 0, 2), opset=17)
 
 

@@ -14,14 +14,14 @@ operators, ``singa/autograd/<family>.py``, and holds both directions:
 
 Where an ONNX op type lives: in the family of the autograd operator whose converter
 writes that op type (``SoftmaxCrossEntropyLoss`` in ``loss``, ``MaxPool`` in
-``pooling_nd``, which builds ``MaxPoolingND``); an op type no converter writes, whose
+``pooling_nd``, which builds ``MaxPoolNd``); an op type no converter writes, whose
 handler composes several autograd operators, goes in the family of its main operator,
 the first one it declares (``PRelu`` in ``activation``, ``GlobalMaxPool`` in
 ``reduction``). Operator-less handlers (Identity, Constant, Shape ...) live in ``shape``.
 
-Adding an operator ``Foo`` to family ``bar``: write ``Foo`` and ``foo`` in
-``singa/autograd/bar.py``, then in ``singa/sonnx/families/bar.py`` a converter and a
-handler and one line in each table: ``bar.Foo: convert_foo,`` in ``EXPORT`` and
-``"Foo": handle_foo,`` in ``IMPORT``. A new family module is listed once, in
+Adding an operator: the checklist in ``docs/architecture.md`` (in short: ``Foo`` and
+``foo`` in ``singa/autograd/bar.py``, a converter and a handler here with one line in each
+table, ``bar.Foo: convert_foo,`` in ``EXPORT`` and ``"Foo": handle_foo,`` in ``IMPORT``,
+and the tests named after the family). A new family module is listed once, in
 :mod:`singa.sonnx.registry`.
 """

@@ -38,7 +38,7 @@ def _to_2d(ctx: NodeContext, x: Tensor, what: str) -> bool:
     return nd == 1
 
 
-@builds(conv.Convolution2D, sh.Unsqueeze, sh.Squeeze)
+@builds(conv.Conv2d, sh.Unsqueeze, sh.Squeeze)
 def handle_conv(ctx: NodeContext, xs: list) -> Tensor:
     """Conv (1-D or 2-D) with strides, pads/auto_pad, dilations and group."""
     x, w = xs[0], xs[1]
@@ -60,7 +60,7 @@ def handle_conv(ctx: NodeContext, xs: list) -> Tensor:
 
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
-    conv.Convolution2D: convert_conv2d,
+    conv.Conv2d: convert_conv2d,
 }
 
 IMPORT = {

@@ -109,7 +109,7 @@ def convert_global_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, 
 # ----- import --------------------------------------------------------------------------------
 
 
-@builds(pooling.GlobalAveragePool, reduction.ReduceMean)
+@builds(pooling.GlobalAvgPool, reduction.ReduceMean)
 def handle_global_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
     """GlobalAveragePool: mean over every spatial axis, kept as size 1."""
     x = xs[0]
@@ -120,9 +120,9 @@ def handle_global_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
 
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
-    pooling.MaxPooling2D: convert_max_pool,
-    pooling.AveragePooling2D: convert_avg_pool,
-    pooling.GlobalAveragePool: convert_global_avg_pool,
+    pooling.MaxPool2d: convert_max_pool,
+    pooling.AvgPool2d: convert_avg_pool,
+    pooling.GlobalAvgPool: convert_global_avg_pool,
 }
 
 IMPORT = {

@@ -28,7 +28,7 @@ def _pool_args(ctx: NodeContext, x: Tensor) -> tuple:
     return tuple(kernel), tuple(strides), tuple(pads), tuple(dil), bool(ctx.attr("ceil_mode", 0))
 
 
-@builds(pooling_nd.MaxPoolingND, pooling.MaxPooling2D)
+@builds(pooling_nd.MaxPoolNd, pooling.MaxPool2d)
 def handle_max_pool(ctx: NodeContext, xs: list) -> Any:
     """MaxPool over any number of spatial axes (1-D, 2-D, 3-D ...) with strides,
     pads/auto_pad, dilations and ceil_mode; the optional Indices output (flat indices
@@ -48,7 +48,7 @@ def handle_max_pool(ctx: NodeContext, xs: list) -> Any:
     return autograd.max_pool_nd(x, k, s, p, d, ceil)
 
 
-@builds(pooling_nd.AveragePoolingND, pooling.AveragePooling2D)
+@builds(pooling_nd.AvgPoolNd, pooling.AvgPool2d)
 def handle_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
     """AveragePool over any number of spatial axes (1-D, 2-D, 3-D ...) with strides,
     pads/auto_pad, dilations, ceil_mode and count_include_pad."""
@@ -60,8 +60,8 @@ def handle_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
 
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
-    pooling_nd.MaxPoolingND: convert_max_pool,
-    pooling_nd.AveragePoolingND: convert_avg_pool,
+    pooling_nd.MaxPoolNd: convert_max_pool,
+    pooling_nd.AvgPoolNd: convert_avg_pool,
 }
 
 IMPORT = {

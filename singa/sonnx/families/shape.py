@@ -1,4 +1,4 @@
-"""Shape operators (:mod:`singa.autograd.shape`), constants and indexing: ONNX export and import.
+"""Shape operators (:mod:`singa.autograd.shape`) and constants: ONNX export and import.
 
 With a dynamic batch, the sizes that depend on the batch (found by comparing the two
 traces, see :mod:`singa.sonnx.trace`) are written so that they follow the input: a
@@ -26,10 +26,10 @@ from singa.tensor import Tensor
 # ----- export --------------------------------------------------------------------------------
 
 
-_I64_MAX = int(np.iinfo(np.int64).max)
+I64_MAX = int(np.iinfo(np.int64).max)
 
 
-_I64_MIN = int(np.iinfo(np.int64).min)
+I64_MIN = int(np.iinfo(np.int64).min)
 
 
 @batch_aware
@@ -99,11 +99,12 @@ def convert_split(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, 
         ctx.node("Split", ins, outs, axis=int(op.axis), split=parts)
 
 
-def _clamp(v: int) -> int:
-    return builtins.max(builtins.min(int(v), _I64_MAX), _I64_MIN)
+def clamp(v: int) -> int:
+    """``v`` clipped to int64 (ONNX Slice bounds)."""
+    return builtins.max(builtins.min(int(v), I64_MAX), I64_MIN)
 
 
-def _slice_node(ctx: ExportContext, x: str, entries: list, out: str | None) -> str:
+def slice_node(ctx: ExportContext, x: str, entries: list, out: str | None) -> str:
     """A Slice over (axis, start, end, step) entries; Identity when there are none."""
     outputs = [out] if out is not None else 1
     if not entries:
@@ -111,8 +112,8 @@ def _slice_node(ctx: ExportContext, x: str, entries: list, out: str | None) -> s
     axes, starts, ends, steps = zip(*entries)
     inputs = [
         x,
-        ctx.ints([_clamp(s) for s in starts], "starts"),
-        ctx.ints([_clamp(e) for e in ends], "ends"),
+        ctx.ints([clamp(s) for s in starts], "starts"),
+        ctx.ints([clamp(e) for e in ends], "ends"),
         ctx.ints(axes, "axes"),
         ctx.ints(steps, "steps"),
     ]
@@ -134,17 +135,17 @@ def convert_slice(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, 
             if e != e2:
                 if not (st > 0 and e == xs[0].shape[a] and e2 == ctx.ins2[0].shape[a]):
                     raise ctx.error(op, "slice ends depend on the batch size")
-                e = _I64_MAX
+                e = I64_MAX
             fixed.append((a, s, e, st))
         rows = fixed
-    _slice_node(ctx, ins[0], rows, outs[0])
+    slice_node(ctx, ins[0], rows, outs[0])
 
 
 def _slice_rows(op: Any, r: int) -> list:
-    starts = sh._axes_list(op.starts)
-    ends = sh._axes_list(op.ends)
-    axes = list(range(len(starts))) if op.axes is None else sh._axes_list(op.axes)
-    steps = [1] * len(starts) if op.steps is None else sh._axes_list(op.steps)
+    starts = sh.axes_list(op.starts)
+    ends = sh.axes_list(op.ends)
+    axes = list(range(len(starts))) if op.axes is None else sh.axes_list(op.axes)
+    steps = [1] * len(starts) if op.steps is None else sh.axes_list(op.steps)
     return [(a % r, s, e, st) for s, e, a, st in zip(starts, ends, axes, steps)]
 
 
@@ -193,96 +194,9 @@ def convert_expand(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
     ctx.node("Expand", [ins[0], ctx.ints(shape, "shape")], outs)
 
 
-def convert_gather(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Gather(axis) with int64 indices."""
-    idx = ins[1]
-    if xs[1].dtype.kind not in "iu":
-        idx = cast_to(ctx, idx, xs[1].dtype, np.int64)
-    ctx.node("Gather", [ins[0], idx], outs, axis=int(op.axis))
-
-
-def convert_where(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Where(condition, x, y) (the operator takes x, y, condition)."""
-    dt = ys[0].dtype
-    c = cast_to(ctx, ins[2], xs[2].dtype, np.bool_)
-    ctx.node("Where", [c, cast_to(ctx, ins[0], xs[0].dtype, dt), cast_to(ctx, ins[1], xs[1].dtype, dt)], outs)
-
-
-def convert_getitem(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Basic indexing as Slice + Squeeze (int indices) + Unsqueeze (None); one integer
-    array on one axis (the others whole) as Gather."""
-    if op.basic:
-        _basic_index(ctx, _full_key(list(op.key), xs[0].ndim), xs[0].shape, ins[0], outs)
-    elif not _gather_index(ctx, list(op.key), ins[0], outs):
-        raise ctx.error(
-            op,
-            f"indexing with key {op.key!r} has no ONNX equivalent here (only basic indexing "
-            "and one integer array on one axis are exported)",
-        )
-
-
-def _full_key(key: list, r: int) -> list:
-    """A basic key with its Ellipsis expanded and a whole slice for every axis it omits."""
-    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key[i : i + 1] = [builtins.slice(None)] * (r - n_real)
-    return key + [builtins.slice(None)] * (r - builtins.sum(1 for k in key if k is not None))
-
-
-def _slice_entry(k: builtins.slice, axis: int, size: int) -> tuple | None:
-    """The (axis, start, end, step) Slice entry of a slice key; None when it is whole."""
-    st = 1 if k.step is None else int(k.step)
-    if st > 0:
-        s = 0 if k.start is None else int(k.start)
-        e = _I64_MAX if k.stop is None else int(k.stop)
-    else:
-        s = _I64_MAX if k.start is None else int(k.start)
-        e = _I64_MIN if k.stop is None else int(k.stop)
-    return None if (s == 0 and e >= size and st == 1) else (axis, s, e, st)
-
-
-def _basic_index(ctx: ExportContext, key: list, shape: tuple, x: str, outs: list) -> None:
-    """Slice, then Squeeze the integer-indexed axes, then Unsqueeze the new (None) axes."""
-    entries, squeeze, new_axes = [], [], []
-    axis = out_axis = 0
-    for k in key:
-        if k is None:
-            new_axes.append(out_axis)
-            out_axis += 1
-            continue
-        if isinstance(k, builtins.slice):
-            entry = _slice_entry(k, axis, shape[axis])
-            entries += [entry] if entry is not None else []
-            out_axis += 1
-        else:
-            i = int(k)
-            entries.append((axis, i, i + 1 if i != -1 else _I64_MAX, 1))
-            squeeze.append(axis)
-        axis += 1
-    last = not squeeze and not new_axes
-    y = _slice_node(ctx, x, entries, outs[0] if last else None)
-    if squeeze:
-        extra, attrs = ctx.axes_arg("Squeeze", squeeze, since=13)
-        y = ctx.node("Squeeze", [y] + extra, outs if not new_axes else 1, **attrs)[0]
-    if new_axes:
-        extra, attrs = ctx.axes_arg("Unsqueeze", new_axes, since=13)
-        ctx.node("Unsqueeze", [y] + extra, outs, **attrs)
-
-
-def _gather_index(ctx: ExportContext, key: list, x: str, outs: list) -> bool:
-    """One integer array on one axis (the others whole) as Gather; False for any other key."""
-    arrays = [
-        (i, k) for i, k in enumerate(key) if not (isinstance(k, builtins.slice) and k == builtins.slice(None))
-    ]
-    if len(arrays) != 1 or any(k is Ellipsis or k is None for k in key):
-        return False
-    i, k = arrays[0]
-    k = np.asarray(k.get() if hasattr(k, "get") else k)
-    if k.dtype.kind not in "iu":
-        return False
-    ctx.node("Gather", [x, ctx.const(k.astype(np.int64), hint="indices")], outs, axis=i)
-    return True
+def convert_tile(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Tile with the operator's repeats (one per axis, as ONNX wants)."""
+    ctx.node("Tile", [ins[0], ctx.ints(op.repeats, "repeats")], outs)
 
 
 # ----- import --------------------------------------------------------------------------------
@@ -326,7 +240,7 @@ def handle_transpose(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.transpose(xs[0], None if perm is None else list(perm))
 
 
-@builds(sh.Concat)
+@builds(sh.Cat)
 def handle_concat(ctx: NodeContext, xs: list) -> Tensor:
     """Concat(axis) (empty inputs are left out)."""
     parts = [x for x in xs if x is not None]
@@ -375,7 +289,7 @@ def handle_unsqueeze(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.unsqueeze(xs[0], _axes(ctx, xs, 1, 13))
 
 
-@builds(sh.Pad, sh.Slice, sh.Concat)
+@builds(sh.Pad, sh.Slice, sh.Cat)
 def handle_pad(ctx: NodeContext, xs: list) -> Tensor:
     """Pad in modes constant, reflect and edge (optional constant_value and axes)."""
     x = xs[0]
@@ -426,17 +340,10 @@ def handle_expand(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.expand(xs[0], _ints(ctx, xs[1]))
 
 
-@builds(sh.Gather)
-def handle_gather(ctx: NodeContext, xs: list) -> Tensor:
-    """Gather(axis)."""
-    return autograd.gather(xs[0], int(ctx.attr("axis", 0)), xs[1])
-
-
-@builds(sh.Where)
-def handle_where(ctx: NodeContext, xs: list) -> Tensor:
-    """Where(condition, X, Y)."""
-    c, x, y = xs
-    return autograd.where(x, y, c)
+@builds(sh.Tile)
+def handle_tile(ctx: NodeContext, xs: list) -> Tensor:
+    """Tile (one repeat count per axis)."""
+    return autograd.tile(xs[0], _ints(ctx, xs[1]))
 
 
 @builds()
@@ -498,16 +405,14 @@ EXPORT = {
     sh.Reshape: convert_reshape,
     sh.Flatten: convert_flatten,
     sh.Transpose: convert_transpose,
-    sh.Concat: convert_concat,
+    sh.Cat: convert_concat,
     sh.Split: convert_split,
     sh.Slice: convert_slice,
     sh.Squeeze: convert_squeeze,
     sh.Unsqueeze: convert_unsqueeze,
     sh.Pad: convert_pad,
     sh.Expand: convert_expand,
-    sh.Gather: convert_gather,
-    sh.Where: convert_where,
-    sh.GetItem: convert_getitem,
+    sh.Tile: convert_tile,
 }
 
 IMPORT = {
@@ -521,8 +426,7 @@ IMPORT = {
     "Unsqueeze": handle_unsqueeze,
     "Pad": handle_pad,
     "Expand": handle_expand,
-    "Gather": handle_gather,
-    "Where": handle_where,
+    "Tile": handle_tile,
     "Identity": handle_identity,
     "Constant": handle_constant,
     "ConstantOfShape": handle_constant_of_shape,

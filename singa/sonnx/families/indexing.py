@@ -1,0 +1,147 @@
+"""Indexing operators (:mod:`singa.autograd.indexing`): ONNX export and import.
+
+``x[key]`` with a basic key becomes Slice + Squeeze (int indices) + Unsqueeze (None);
+one integer array on one axis (the others whole) becomes Gather.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from singa import autograd
+from singa.autograd import indexing as ix
+from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
+from singa.sonnx.families.shape import I64_MAX, I64_MIN, slice_node
+from singa.tensor import Tensor
+
+_WHOLE = builtins.slice(None)
+
+# ----- export --------------------------------------------------------------------------------
+
+
+def convert_gather(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Gather(axis) with int64 indices."""
+    idx = ins[1]
+    if xs[1].dtype.kind not in "iu":
+        idx = cast_to(ctx, idx, xs[1].dtype, np.int64)
+    ctx.node("Gather", [ins[0], idx], outs, axis=int(op.axis))
+
+
+def convert_where(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Where(condition, x, y) (the operator takes x, y, condition)."""
+    dt = ys[0].dtype
+    c = cast_to(ctx, ins[2], xs[2].dtype, np.bool_)
+    ctx.node("Where", [c, cast_to(ctx, ins[0], xs[0].dtype, dt), cast_to(ctx, ins[1], xs[1].dtype, dt)], outs)
+
+
+def convert_getitem(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Basic indexing as Slice + Squeeze + Unsqueeze; one integer array on one axis as
+    Gather; anything else is refused."""
+    if op.basic:
+        entries, squeeze, new_axes = _basic_plan(_full_key(list(op.key), xs[0].ndim), xs[0].shape)
+        _emit_basic(ctx, ins[0], outs, entries, squeeze, new_axes)
+        return
+    gather = _one_array_axis(list(op.key))
+    if gather is None:
+        raise ctx.error(
+            op,
+            f"indexing with key {op.key!r} has no ONNX equivalent here (only basic indexing "
+            "and one integer array on one axis are exported)",
+        )
+    axis, indices = gather
+    ctx.node("Gather", [ins[0], ctx.const(indices, hint="indices")], outs, axis=axis)
+
+
+def _full_key(key: list, r: int) -> list:
+    """A basic key with its Ellipsis expanded and whole slices appended, one entry per
+    axis of a rank-``r`` input (plus the None entries)."""
+    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key[i : i + 1] = [_WHOLE] * (r - n_real)
+    return key + [_WHOLE] * (r - builtins.sum(1 for k in key if k is not None))
+
+
+def _slice_bounds(k: builtins.slice) -> tuple[int, int, int]:
+    """(start, end, step) of a slice with its open ends as int64 extremes."""
+    st = 1 if k.step is None else int(k.step)
+    if st > 0:
+        return (0 if k.start is None else int(k.start)), (I64_MAX if k.stop is None else int(k.stop)), st
+    return (I64_MAX if k.start is None else int(k.start)), (I64_MIN if k.stop is None else int(k.stop)), st
+
+
+def _basic_plan(key: list, shape: tuple) -> tuple[list, list, list]:
+    """The Slice entries (axis, start, end, step), the input axes to squeeze (int
+    indices) and the output axes to insert (None) of a full basic key."""
+    entries, squeeze, new_axes = [], [], []
+    axis = out_axis = 0
+    for k in key:
+        if k is None:
+            new_axes.append(out_axis)
+            out_axis += 1
+            continue
+        if isinstance(k, builtins.slice):
+            s, e, st = _slice_bounds(k)
+            if not (s == 0 and e >= shape[axis] and st == 1):
+                entries.append((axis, s, e, st))
+            out_axis += 1
+        else:
+            i = int(k)
+            entries.append((axis, i, i + 1 if i != -1 else I64_MAX, 1))
+            squeeze.append(axis)
+        axis += 1
+    return entries, squeeze, new_axes
+
+
+def _emit_basic(ctx: ExportContext, x: str, outs: list, entries: list, squeeze: list, new_axes: list) -> None:
+    """Slice, then Squeeze and Unsqueeze where needed, the last node writing ``outs``."""
+    last = not squeeze and not new_axes
+    y = slice_node(ctx, x, entries, outs[0] if last else None)
+    if squeeze:
+        extra, attrs = ctx.axes_arg("Squeeze", squeeze, since=13)
+        y = ctx.node("Squeeze", [y] + extra, outs if not new_axes else 1, **attrs)[0]
+    if new_axes:
+        extra, attrs = ctx.axes_arg("Unsqueeze", new_axes, since=13)
+        ctx.node("Unsqueeze", [y] + extra, outs, **attrs)
+
+
+def _one_array_axis(key: list) -> tuple[int, np.ndarray] | None:
+    """(axis, int64 indices) when the key is one integer array on one axis with every
+    other entry a whole slice; else None."""
+    arrays = [(i, k) for i, k in enumerate(key) if not (isinstance(k, builtins.slice) and k == _WHOLE)]
+    if len(arrays) != 1 or any(k is Ellipsis or k is None for k in key):
+        return None
+    i, k = arrays[0]
+    k = np.asarray(k.get() if hasattr(k, "get") else k)
+    return (i, k.astype(np.int64)) if k.dtype.kind in "iu" else None
+
+
+# ----- import --------------------------------------------------------------------------------
+
+
+@builds(ix.Gather)
+def handle_gather(ctx: NodeContext, xs: list) -> Tensor:
+    """Gather(axis)."""
+    return autograd.gather(xs[0], int(ctx.attr("axis", 0)), xs[1])
+
+
+@builds(ix.Where)
+def handle_where(ctx: NodeContext, xs: list) -> Tensor:
+    """Where(condition, X, Y)."""
+    c, x, y = xs
+    return autograd.where(x, y, c)
+
+
+EXPORT = {
+    ix.Gather: convert_gather,
+    ix.Where: convert_where,
+    ix.GetItem: convert_getitem,
+}
+
+IMPORT = {
+    "Gather": handle_gather,
+    "Where": handle_where,
+}
