@@ -14,7 +14,7 @@ import numpy as np
 from onnx import helper
 
 from singa import autograd
-from singa.autograd import activation, elementwise, linalg
+from singa.autograd import activation, elementwise, indexing, linalg
 from singa.autograd import shape as sh
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, builds
 from singa.tensor import Tensor
@@ -128,9 +128,10 @@ def _probabilities(ctx: NodeContext, logits: Tensor, bias: np.ndarray, dt: Any) 
     activation.Tanh,
     sh.Reshape,
     sh.Transpose,
-    sh.Concat,
+    sh.Cat,
     sh.Expand,
-    sh.Where,
+    sh.Unsqueeze,
+    indexing.Where,
 )
 def handle_attention(ctx: NodeContext, xs: list) -> list:
     """Attention: ``softmax(Q K^T * scale + bias) V`` with grouped key/value heads, a

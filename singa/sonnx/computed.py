@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from singa import autograd
-from singa.autograd import shape as sh
 from singa.sonnx.context import NodeContext, builds, np_dtype
 from singa.tensor import Tensor
 
@@ -97,21 +95,6 @@ def handle_hardmax(ctx: NodeContext, xs: list) -> Tensor:
     return ctx.wrap(y)
 
 
-@builds(sh.Where)
-def handle_trilu(ctx: NodeContext, xs: list) -> Tensor:
-    """Trilu: the lower (``upper=0``) or upper triangle from diagonal ``k`` of the last two
-    axes, zeros elsewhere."""
-    x = xs[0]
-    k = int(ctx.static(xs[1]).reshape(())) if len(xs) > 1 and xs[1] is not None else 0
-    rows, cols = x.shape[-2:]
-    keep = (
-        np.triu(np.ones((rows, cols), bool), k)
-        if int(ctx.attr("upper", 1))
-        else np.tril(np.ones((rows, cols), bool), k)
-    )
-    return autograd.where(x, ctx.const(0, x.dtype), ctx.const(keep))
-
-
 IMPORT = {
     "ArgMax": _arg_handler("argmax"),
     "ArgMin": _arg_handler("argmin"),
@@ -125,5 +108,4 @@ IMPORT = {
     "BitwiseXor": _bitwise_handler("bitwise_xor"),
     "BitwiseNot": _bitwise_handler("bitwise_not"),
     "Hardmax": handle_hardmax,
-    "Trilu": handle_trilu,
 }
