@@ -1,9 +1,12 @@
-"""docs/onnx.md lists exactly the operators the importer supports, and the opsets."""
+"""docs/onnx.md lists exactly the operators the importer supports, and the opsets.
+
+``python tests/sonnx/test_docs_onnx.py`` rewrites the list from ``supported_ops()``."""
 
 from __future__ import annotations
 
 import pathlib
 import re
+import textwrap
 
 from singa.sonnx import backend
 
@@ -25,3 +28,17 @@ def test_docs_list_the_supported_operators():
 def test_docs_give_the_oldest_opset():
     assert "opset 7 and newer" in DOC.read_text()
     assert backend.MIN_IMPORT_OPSET == 11  # what version_converter targets, as the docs say
+
+
+def rewrite() -> None:
+    """Write the supported operators into docs/onnx.md."""
+    text = DOC.read_text()
+    start = text.index("\n\n", text.index("- Supported operators (default domain")) + 2
+    end = text.index("(`sonnx.supported_ops()`).", start) + len("(`sonnx.supported_ops()`).")
+    words = ", ".join(backend.supported_ops()) + " (`sonnx.supported_ops()`)."
+    block = textwrap.fill(words, 90, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    DOC.write_text(text[:start] + block + text[end:])
+
+
+if __name__ == "__main__":
+    rewrite()
