@@ -23,6 +23,12 @@ def _reduce_converter(op_type: str, since: int):
     return convert
 
 
+def convert_cumsum(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """CumSum with its axis as a constant input."""
+    axis = ctx.const(np.asarray(op.axis, np.int64), hint="axis")
+    ctx.node("CumSum", [ins[0], axis], outs, exclusive=int(op.exclusive), reverse=int(op.reverse))
+
+
 # ----- import --------------------------------------------------------------------------------
 
 
@@ -119,11 +125,19 @@ def handle_global_max_pool(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.reduce_max(x, list(range(2, x.ndim())), 1)
 
 
+@builds(reduction.CumSum)
+def handle_cumsum(ctx: NodeContext, xs: list) -> Tensor:
+    """CumSum(x, axis) with ``exclusive`` and ``reverse``."""
+    axis = int(ctx.static(xs[1]).reshape(()))
+    return reduction.cumsum(xs[0], axis, bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0)))
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     reduction.ReduceSum: _reduce_converter("ReduceSum", 13),
     reduction.ReduceMean: _reduce_converter("ReduceMean", 18),
     reduction.ReduceMax: _reduce_converter("ReduceMax", 18),
+    reduction.CumSum: convert_cumsum,
 }
 
 IMPORT = {
@@ -131,6 +145,7 @@ IMPORT = {
     "ReduceMean": _reduce_handler(reduction.reduce_mean, 18, reduction.ReduceMean),
     "ReduceMax": _reduce_handler(reduction.reduce_max, 18, reduction.ReduceMax),
     "GlobalMaxPool": handle_global_max_pool,
+    "CumSum": handle_cumsum,
     "ReduceMin": _reduce_handler(reduce_min, 18, reduction.ReduceMax, elementwise.Neg),
     "ReduceL1": _reduce_handler(reduce_l1, 18, reduction.ReduceSum, elementwise.Abs),
     "ReduceL2": _reduce_handler(
