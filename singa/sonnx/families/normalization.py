@@ -117,7 +117,8 @@ def handle_rms_norm(ctx: NodeContext, xs: list) -> Tensor:
 
 @builds(ew.Div, ReduceSum, ew.Abs, ew.Mul, ew.Sqrt)
 def handle_lp_norm(ctx: NodeContext, xs: list) -> Tensor:
-    """LpNormalization: ``x`` divided by its L1 or L2 norm along ``axis``."""
+    """LpNormalization: ``x`` divided by its L1 or L2 norm along ``axis`` (0 where the
+    norm is 0)."""
     x = xs[0]
     axis = [int(ctx.attr("axis", -1)) % x.ndim()]
     p = int(ctx.attr("p", 2))
@@ -127,6 +128,7 @@ def handle_lp_norm(ctx: NodeContext, xs: list) -> Tensor:
         norm = ew.sqrt(autograd.reduce_sum(ew.mul(x, x), axis, 1))
     else:
         raise ctx.unsupported(f"p={p} (1 or 2)")
+    norm = ew.add(norm, ctx.wrap((norm.data == 0).astype(norm.dtype)))  # 0 / 0 -> 0
     return keep_dtype(ew.div(x, norm), x.dtype)
 
 
