@@ -41,4 +41,11 @@ def rewrite() -> None:
 
 
 if __name__ == "__main__":
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(DOC.parents[1]))  # this checkout's singa, not an installed one
+    for name in [m for m in sys.modules if m == "singa" or m.startswith("singa.")]:
+        del sys.modules[name]
+    backend = importlib.import_module("singa.sonnx.backend")
     rewrite()
