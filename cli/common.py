@@ -3,6 +3,7 @@ optimizers and evaluation."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,7 @@ def make_device(name: str) -> device.Device:
         try:
             import cupy  # noqa: F401
         except ImportError:
-            raise CliError(
-                "--device gpu needs cupy, which is not installed: pip install 'singa[gpu]'"
-            ) from None
+            raise CliError("--device gpu needs cupy, which is not installed: pip install '.[gpu]'") from None
         raise CliError("--device gpu: cupy is installed but sees no CUDA GPU")
     return device.create_cuda_gpu()
 
@@ -139,18 +138,19 @@ def placeholder(batch: int, info: data.DatasetInfo, dev: device.Device) -> tenso
 
 
 def evaluate(
-    model: Any, loader: data.DataLoader, dev: device.Device, stop: Any = None
+    model: Any, loader: data.DataLoader, dev: device.Device, stop: Any = None, max_batches: int | None = None
 ) -> tuple[float, float, int]:
     """Mean softmax cross-entropy and accuracy of ``model`` on ``loader`` (in
-    evaluation mode; the previous mode is restored). ``stop()`` returning True ends
-    the loop early by raising :class:`EvalStopped`."""
+    evaluation mode; the previous mode is restored), on its first ``max_batches``
+    batches if given. ``stop()`` returning True ends the loop early by raising
+    :class:`EvalStopped`."""
     prev = model.training
     model.eval()
     loss_sum = 0.0
     correct = 0
     n = 0
     try:
-        for xb, yb in loader:
+        for xb, yb in itertools.islice(loader, max_batches):
             if stop is not None and stop():
                 raise EvalStopped
             out = model(tensor.from_numpy(xb, dev))

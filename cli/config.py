@@ -75,10 +75,12 @@ class TrainConfig:
     warmup: int = 0
     graph: bool = True
     sequential: bool = False
+    augment: bool = False
     precision: str = "float32"
     device: str = "cpu"
     seed: int = 0
     max_steps: int | None = None
+    val_steps: int | None = None
     checkpoint: str | None = None
     resume: str | None = None
     export_onnx: str | None = None

@@ -16,6 +16,7 @@ traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -96,6 +97,21 @@ def _model_type() -> click.Choice:
     return click.Choice(zoo.names(), case_sensitive=False)
 
 
+class _FiniteFloatRange(click.FloatRange):
+    """A float range that also refuses nan and infinities (a usage error naming the option)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def _data_dir_type() -> click.Path:
+    """``--data-dir``: an existing folder (a missing one is a usage error naming it)."""
+    return click.Path(exists=True, file_okay=False)
+
+
 @cli.command(
     "train",
     cls=_TrainCommand,
@@ -109,22 +125,22 @@ def _model_type() -> click.Choice:
     type=click.Choice(_DATASETS, case_sensitive=False),
     help="Dataset.  [default: fashion-mnist-mini]",
 )
-@click.option(
-    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
-)
+@click.option("--data-dir", type=_data_dir_type(), help="Folder to look for the dataset's files in first.")
 @click.option(
     "--download/--no-download", default=True, show_default=True, help="Download missing dataset files."
 )
 @click.option("--epochs", type=click.IntRange(min=1), default=TrainConfig.epochs, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=TrainConfig.batch_size, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0), help=f"Learning rate.  [default: {_lr_help()}]")
+@click.option("--lr", type=_FiniteFloatRange(min=0), help=f"Learning rate.  [default: {_lr_help()}]")
 @click.option(
     "--momentum",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=_FiniteFloatRange(0, 1, max_open=True),
     help="Momentum (sgd, rmsprop).  [default: 0.9 for sgd, 0 for rmsprop]",
 )
 @click.option(
-    "--weight-decay", type=click.FloatRange(min=0), help="Weight decay.  [default: 0.01 for adamw, else 0]"
+    "--weight-decay",
+    type=_FiniteFloatRange(min=0),
+    help="Weight decay.  [default: 0.01 for adamw, else 0]",
 )
 @click.option(
     "--optimizer",
@@ -150,6 +166,12 @@ def _model_type() -> click.Choice:
 )
 @click.option("--sequential", is_flag=True, help="Replay the graph in the recorded order.")
 @click.option(
+    "--augment",
+    is_flag=True,
+    help="Augment image batches: random crop of the image zero-padded by 1/8 of its height, "
+    "and a random left-right flip (singa.image_tool.augment_batch).",
+)
+@click.option(
     "--precision",
     type=click.Choice(["float32", "mixed", "float16"], case_sensitive=False),
     default="float32",
@@ -171,6 +193,12 @@ def _model_type() -> click.Choice:
     "--max-steps",
     type=click.IntRange(min=1),
     help="Stop after this many training steps in all (resumed runs count the earlier ones).",
+)
+@click.option(
+    "--val-steps",
+    type=click.IntRange(min=1),
+    help="Validate on at most this many batches.  [default: all; with --max-steps, the same "
+    "fraction of the validation set as of an epoch trained]",
 )
 @click.option(
     "--checkpoint",
@@ -233,50 +261,77 @@ def train(ctx: click.Context, config_file: str | None, **opts: Any) -> None:
 def _merge_settings(ctx: click.Context, config_file: str | None, opts: dict) -> tuple[TrainConfig, set[str]]:
     """Command line over config file over defaults; returns the settings and the
     names given explicitly (either way)."""
-    params = {p.name: p for p in ctx.command.params}
     explicit = {k for k in opts if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE}
     values = {k: v for k, v in opts.items() if k in explicit}
     if config_file:
-        cfg_param = params["config_file"]
+        from_file = _config_values(ctx, config_file, skip=explicit)
+        values.update(from_file)
+        explicit |= set(from_file)
+    cfg = _build_config({**{k: v for k, v in opts.items() if v is not None}, **values})
+    _check_exclusive(ctx, cfg)
+    return cfg, explicit
+
+
+def _config_values(ctx: click.Context, config_file: str, skip: set[str]) -> dict[str, Any]:
+    """The settings of a TOML config file, each converted and checked as its option
+    would be (settings in ``skip`` were given on the command line and are left out)."""
+    params = {p.name: p for p in ctx.command.params}
+    cfg_param = params["config_file"]
+    try:
+        raw = read_toml(config_file)
+    except CliError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=cfg_param) from None
+    if not raw:
+        raise click.BadParameter(
+            f"{config_file} holds no settings (an empty file?)", ctx=ctx, param=cfg_param
+        )
+    unknown = sorted(k for k in raw if k not in _CONFIG_FIELDS or k in ("config_file", "extra"))
+    if unknown:
+        raise click.BadParameter(
+            f"{config_file}: unknown setting(s) {', '.join(unknown)}; "
+            f"known: {', '.join(k.replace('_', '-') for k in sorted(_CONFIG_FIELDS))}",
+            ctx=ctx,
+            param=cfg_param,
+        )
+    values = {}
+    for key, v in raw.items():
+        if key in skip:
+            continue
         try:
-            raw = read_toml(config_file)
-        except CliError as e:
-            raise click.BadParameter(str(e), ctx=ctx, param=cfg_param) from None
-        unknown = sorted(k for k in raw if k not in _CONFIG_FIELDS or k in ("config_file", "extra"))
-        if unknown:
+            values[key] = _config_value(ctx, params.get(key), v)
+        except click.BadParameter as e:
             raise click.BadParameter(
-                f"{config_file}: unknown setting(s) {', '.join(unknown)}; "
-                f"known: {', '.join(k.replace('_', '-') for k in sorted(_CONFIG_FIELDS))}",
-                ctx=ctx,
-                param=cfg_param,
-            )
-        for key, v in raw.items():
-            if key in explicit:
-                continue
-            p = params.get(key)
-            try:
-                if p is None:
-                    raise click.BadParameter("not a setting")
-                if isinstance(p, click.Option) and p.is_flag and not isinstance(v, bool):
-                    raise click.BadParameter(f"{v!r} is not a boolean (true or false)")
-                values[key] = p.type_cast_value(ctx, v)
-            except click.BadParameter as e:
-                raise click.BadParameter(
-                    f"{config_file}: {key.replace('_', '-')} = {v!r}: {e.message}", ctx=ctx, param=cfg_param
-                ) from None
-            explicit.add(key)
-    merged = {**{k: v for k, v in opts.items() if v is not None}, **values}
+                f"{config_file}: {key.replace('_', '-')} = {v!r}: {e.message}", ctx=ctx, param=cfg_param
+            ) from None
+    return values
+
+
+def _config_value(ctx: click.Context, param: click.Parameter | None, value: Any) -> Any:
+    """A config file's value converted by its option's type (BadParameter if it does not fit)."""
+    if param is None:
+        raise click.BadParameter("not a setting")
+    if isinstance(param, click.Option) and param.is_flag and not isinstance(value, bool):
+        raise click.BadParameter(f"{value!r} is not a boolean (true or false)")
+    return param.type_cast_value(ctx, value)
+
+
+def _build_config(merged: dict[str, Any]) -> TrainConfig:
+    """A TrainConfig from merged settings (choice values lower-cased)."""
     cfg = TrainConfig()
     for k, v in merged.items():
         if hasattr(cfg, k) and k != "extra":
             if isinstance(v, str) and k in ("model", "data", "optimizer", "scheduler", "device"):
                 v = v.lower()
             setattr(cfg, k, v)
+    return cfg
+
+
+def _check_exclusive(ctx: click.Context, cfg: TrainConfig) -> None:
+    """Usage error for options that exclude each other."""
     if cfg.quiet and cfg.verbose:
         raise click.UsageError("-q/--quiet and -v/--verbose exclude each other", ctx=ctx)
     if cfg.plot and cfg.no_plot:
         raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
-    return cfg, explicit
 
 
 # ----- evaluate and export ---------------------------------------------------------------------------
@@ -300,9 +355,7 @@ def _common_checkpoint_options(f: Any) -> Any:
 @cli.command("evaluate", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
 @_common_checkpoint_options
-@click.option(
-    "--data-dir", type=click.Path(file_okay=False), help="Folder to look for the dataset's files in first."
-)
+@click.option("--data-dir", type=_data_dir_type(), help="Folder to look for the dataset's files in first.")
 @click.option("--download/--no-download", default=True, show_default=True)
 @click.option(
     "--split",

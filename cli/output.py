@@ -49,8 +49,10 @@ def format_epoch(rec: dict, epochs: int, split: str = "val") -> str:
         f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
         f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
         fmt_time(rec.get("time_s", 0.0)),
-        f"{rec.get('samples_per_s', 0.0):,.0f} samples/s",
     ]
+    rate = rec.get("samples_per_s") or 0.0
+    if rate >= 1:  # none measured (no step in this run) or below the display's resolution
+        parts.append(f"{rate:,.0f} samples/s")
     return "  ".join(parts)
 
 

@@ -39,8 +39,9 @@ from cli.common import (
 )
 from cli.config import TrainConfig
 from cli.errors import CliError, Interrupted
+from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
-from singa import data, tensor
+from singa import data, image_tool, tensor
 from singa.model.checkpoint import CheckpointError
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
@@ -134,6 +135,7 @@ _RESUMED_SETTINGS = (
     "seed",
     "epochs",
     "precision",
+    "augment",
 )
 
 
@@ -146,6 +148,10 @@ def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
 
 def _finite(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Trainer:
@@ -229,6 +235,10 @@ class Trainer:
         dev = make_device(cfg.device)
         ds = load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet)
         info = ds.info
+        if cfg.augment and ds.x_train.ndim != 4:
+            raise CliError(
+                f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
+            )
         mean, std = data.channel_mean_std(ds.x_train)
         train = data.DataLoader(
             ds.x_train,
@@ -239,6 +249,7 @@ class Trainer:
             drop_last=True,
             mean=mean,
             std=std,
+            transform=image_tool.augment_batch if cfg.augment else None,
         )
         val = data.DataLoader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
         steps = len(train)
@@ -336,6 +347,7 @@ class Trainer:
             f"{info.num_classes} classes)"
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += ", augmented" if cfg.augment else ""
         mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
         out.info(
             f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
@@ -373,6 +385,7 @@ class Trainer:
         path = self.cfg.checkpoint
         if not path:
             return
+        check_params(self.model, state.step, self.cfg)
         try:
             self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
         except OSError as e:
@@ -405,6 +418,7 @@ class Trainer:
                             tx = tensor.from_numpy(xb, dev)
                             ty = tensor.from_numpy(yb, dev)
                             o, loss = model(tx, ty)
+                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
                             state.loss_sum += float(loss) * len(yb)
                             state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
                             state.seen += len(yb)
@@ -426,7 +440,13 @@ class Trainer:
                 epoch_done = state.batch >= self.steps
                 t1 = time.perf_counter()
                 try:
-                    vloss, vacc, _ = evaluate(model, self.val_loader, dev, stop=lambda: flag.set)
+                    vloss, vacc, _ = evaluate(
+                        model,
+                        self.val_loader,
+                        dev,
+                        stop=lambda: flag.set,
+                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
+                    )
                 except EvalStopped:
                     self._interrupted(state, log)
                 rec = {
@@ -483,7 +503,7 @@ class Trainer:
         if not matplotlib_available():
             if cfg.plot:
                 self.out.warn(
-                    f"no plot written to {path}: matplotlib is not installed (pip install 'singa[plot]')"
+                    f"no plot written to {path}: matplotlib is not installed (pip install '.[plot]')"
                 )
             return
         try:
@@ -520,9 +540,9 @@ class Trainer:
         }
         log.write("end", **summary)
         stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
-        ep = "epoch" if state.epoch == 1 else "epochs"
         msg = (
-            f"done: {state.step} steps, {state.epoch} {ep}{stop} in {fmt_time(state.train_time)} of training"
+            f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
+            f"in {fmt_time(state.train_time)} of training"
         )
         if last.get("val_acc") is not None:
             msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"

@@ -198,8 +198,11 @@ class Tensor:
         return t
 
     def as_type(self, dtype: Any) -> Tensor:
-        """A new tensor with the values converted to ``dtype`` (not differentiated)."""
-        return Tensor._wrap(self.data.astype(dtype), self.device, self.requires_grad)
+        """A new tensor with the values converted to ``dtype`` (not differentiated).
+
+        ``dtype`` is a numpy dtype or SINGA's names ``'int'`` (int32) and ``'float'`` (float32).
+        """
+        return Tensor._wrap(self.data.astype(singa_dtype(dtype)), self.device, self.requires_grad)
 
     def to_device(self, dev: _device.Device) -> Tensor:
         """Move the data to ``dev`` in place. Returns self."""
@@ -248,11 +251,6 @@ class Tensor:
     def transpose(self, axes: Any = None) -> Tensor:
         """Permute the axes (reverse them when ``axes`` is None); differentiable."""
         return _autograd().transpose(self, axes)
-
-    @property
-    def T(self) -> Tensor:
-        """The transpose (all axes reversed)."""
-        return _autograd().transpose(self, None)
 
     def __getitem__(self, key: Any) -> Tensor:
         return _autograd().getitem(self, key)
@@ -336,6 +334,121 @@ class Tensor:
         flags = f", creator={type(self.creator).__name__}" if self.creator is not None else ""
         return f"Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}{flags})"
 
+    # ----- SINGA's remaining Tensor methods ---------------------------------------------
+    # Raw (not recorded) helpers SINGA's Tensor has; the in-place operators update the
+    # buffer itself, so shallow copies made by copy() see the change, as in SINGA.
+    def T(self) -> Tensor:
+        """The transpose, all axes reversed (a method, as SINGA's ``t.T()``; differentiable)."""
+        return _autograd().transpose(self, None)
+
+    def item(self) -> Any:
+        """The single element as a Python number; raises for more than one element."""
+        if self.data.size != 1:
+            raise ValueError(f"item(): the tensor has {self.data.size} elements, not 1")
+        return self.data.reshape(()).item()
+
+    def memsize(self) -> int:
+        """Bytes held by this tensor's elements."""
+        return int(self.data.nbytes)
+
+    def is_transpose(self) -> bool:
+        """True when the data is a strided (e.g. transposed) view rather than C-ordered."""
+        return not self.data.flags.c_contiguous
+
+    def contiguous(self) -> Tensor:
+        """A tensor with the same values in a C-ordered buffer of its own."""
+        return Tensor._wrap(self.device.xp.ascontiguousarray(self.data).copy(), self.device)
+
+    def copy(self) -> Tensor:
+        """A shallow copy: a new Tensor sharing this one's buffer (SINGA's ``copy``)."""
+        return Tensor._wrap(self.data, self.device, self.requires_grad)
+
+    def deepcopy(self) -> Tensor:
+        """A copy with its own buffer (the same as :meth:`clone`)."""
+        return self.clone()
+
+    def repeat(self, repeats: Any, axis: int | None = None) -> Tensor:
+        """Repeat elements as :func:`numpy.repeat` (flattened when ``axis`` is None)."""
+        from singa import tensor_functions
+
+        return tensor_functions.repeat(self, repeats, axis)
+
+    def l1(self) -> float:
+        """The mean absolute value (SINGA's L1: the 1-norm divided by the size)."""
+        return float(self.device.xp.abs(self.data).sum() / max(self.data.size, 1))
+
+    def l2(self) -> float:
+        """The 2-norm divided by the size (SINGA's L2)."""
+        return float(self.device.xp.linalg.norm(self.data.reshape(-1)) / max(self.data.size, 1))
+
+    def reset_like(self, t: Tensor) -> Tensor:
+        """Reallocate as zeros with ``t``'s shape, dtype and device. Returns self."""
+        self.data = t.device.xp.zeros(t.shape, dtype=t.dtype)
+        self.device = t.device
+        return self
+
+    def to_type(self, dtype: Any) -> Tensor:
+        """Convert the values to ``dtype`` in place (``'int'``/``'float'`` accepted). Returns self."""
+        self.data = self.data.astype(singa_dtype(dtype))
+        return self
+
+    def _update_in_place(self, other: Any, ufunc_name: str, op_name: str) -> Tensor:
+        """``self op= other``: in place on the buffer for data tensors (SINGA); a
+        recorded, out-of-place operation when either side is an autograd result."""
+        if self.creator is not None or getattr(other, "creator", None) is not None:
+            return getattr(_autograd(), op_name)(self, self._lift(other))
+        operand = other.data if isinstance(other, Tensor) else other
+        getattr(self.device.xp, ufunc_name)(self.data, operand, out=self.data, casting="unsafe")
+        return self
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return self._update_in_place(o, "add", "add")
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self._update_in_place(o, "subtract", "sub")
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self._update_in_place(o, "multiply", "mul")
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self._update_in_place(o, "true_divide", "div")
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        other = o.data if isinstance(o, Tensor) else o
+        return Tensor._wrap(self.device.xp.floor_divide(self.data, other), self.device)
+
+    def _broadcast_update(self, v: Tensor, ufunc_name: str, as_column: bool) -> None:
+        if self.ndim() != 2:
+            raise ValueError(f"expected a 2-d tensor, got shape {self.shape}")
+        vec = v.data.reshape((-1, 1) if as_column else (1, -1))
+        getattr(self.device.xp, ufunc_name)(self.data, vec, out=self.data, casting="unsafe")
+
+    def add_column(self, v: Tensor) -> None:
+        """Add vector ``v`` to every column in place (SINGA's deprecated form of broadcasting)."""
+        self._broadcast_update(v, "add", True)
+
+    def add_row(self, v: Tensor) -> None:
+        """Add vector ``v`` to every row in place."""
+        self._broadcast_update(v, "add", False)
+
+    def mult_column(self, v: Tensor) -> None:
+        """Multiply every column by vector ``v`` in place."""
+        self._broadcast_update(v, "multiply", True)
+
+    def mult_row(self, v: Tensor) -> None:
+        """Multiply every row by vector ``v`` in place."""
+        self._broadcast_update(v, "multiply", False)
+
+    def div_column(self, v: Tensor) -> None:
+        """Divide every column by vector ``v`` in place."""
+        self._broadcast_update(v, "true_divide", True)
+
+    def div_row(self, v: Tensor) -> None:
+        """Divide every row by vector ``v`` in place."""
+        self._broadcast_update(v, "true_divide", False)
+
+    # ----- end of SINGA's remaining Tensor methods --------------------------------------
+
 
 PlaceHolder = Tensor
 
@@ -345,6 +458,17 @@ def _shape(shape: Any) -> tuple:
     if isinstance(shape, int | np.integer):
         return (int(shape),)
     return tuple(shape)
+
+
+def singa_dtype(dtype: Any) -> Any:
+    """A numpy dtype from a numpy dtype or SINGA's names ``'int'`` and ``'float'``."""
+    names = {"int": int32, "float": float32}
+    if isinstance(dtype, str) and dtype in names:
+        return names[dtype]
+    try:
+        return np.dtype(dtype).type
+    except TypeError as e:
+        raise TypeError(f"not a data type: {dtype!r} (use a numpy dtype, 'int' or 'float')") from e
 
 
 def _float_for_rng(dtype: Any) -> Any:
@@ -386,3 +510,54 @@ def ones_like(t: Tensor) -> Tensor:
 def random(shape: tuple, dev: _device.Device | None = None, dtype: Any = float32) -> Tensor:
     """Samples of U[0, 1) from the device's generator."""
     return zeros(shape, dev, dtype).uniform(0.0, 1.0)
+
+
+# SINGA's module-level functions live in their own module; re-exported here so that
+# ``tensor.sum(...)`` etc. work as in SINGA.
+from singa.tensor_functions import (  # noqa: E402, F401 - re-exported
+    abs,
+    add,
+    add_column,
+    add_row,
+    average,
+    axpy,
+    bernoulli,
+    ceil,
+    concatenate,
+    contiguous,
+    copy_data_to_from,
+    copy_from_numpy,
+    div,
+    einsum,
+    eltwise_mult,
+    eq,
+    exp,
+    from_raw_tensor,
+    from_raw_tensors,
+    gaussian,
+    ge,
+    gt,
+    le,
+    log,
+    lt,
+    mult,
+    pow,
+    product,
+    repeat,
+    reshape,
+    sigmoid,
+    sign,
+    sizeof,
+    softmax,
+    sqrt,
+    square,
+    sub,
+    sum,
+    sum_columns,
+    sum_rows,
+    tanh,
+    tensordot,
+    to_host,
+    transpose,
+    uniform,
+)

@@ -5,6 +5,13 @@ trained by SGD for a few steps, printing the loss.
 The layers and the forward function are the documentation's, unchanged; only the data
 loading and the sizes come from the command line.
 
+The learning rate is 5e-4: the classifier sees 32 x 28 x 28 = 25,088 features of unit
+variance (batch-normalized, never downsampled), so one SGD step moves the logits by
+about lr x 25,088 / batch x the error, and momentum 0.9 multiplies that by up to 10.
+With lr 5e-3 the steps overshoot: the loss first falls, then oscillates ever wider
+as the momentum builds up (2-6 after 40 steps on fashion-mnist-mini); with 5e-4 it
+falls steadily (about 0.5 after 50 steps).
+
 Run:
     python examples/autograd/mnist_cnn.py                          # synthetic 28x28 data
     python examples/autograd/mnist_cnn.py --dataset fashion-mnist-mini --steps 50
@@ -31,11 +38,17 @@ def to_categorical(y, num_classes):
 
 
 def load_data(name: str, image_size: int, n: int, seed: int):
-    """(x_train, y_train one-hot, IMG_SIZE) for ``name``."""
-    if name == "synthetic":
-        ds = data.load("synthetic", shape=(1, image_size, image_size), n=n, n_test=0, seed=seed)
-    else:
-        ds = data.load(name)
+    """(x_train, y_train one-hot, IMG_SIZE) for ``name``; a dataset that cannot be
+    loaded ends the program with one line."""
+    try:
+        if name == "synthetic":
+            ds = data.load("synthetic", shape=(1, image_size, image_size), n=n, n_test=0, seed=seed)
+        else:
+            ds = data.load(name)
+    except (data.DatasetNotFoundError, data.DownloadError, data.ChecksumError, data.DataFormatError) as e:
+        raise SystemExit(f"mnist_cnn.py: cannot load dataset {name!r}: {str(e).splitlines()[0]}") from None
+    except ValueError as e:  # an unknown name
+        raise SystemExit(f"mnist_cnn.py: {e}") from None
     x_train, y_train = ds.x_train.astype(np.float32), ds.y_train
     return x_train, to_categorical(y_train, 10), x_train.shape[-1]
 
@@ -50,7 +63,7 @@ def main(argv: list[str] | None = None) -> list[float]:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=10, help="batches per epoch (0: the whole training set)")
-    p.add_argument("--lr", type=float, default=0.005)
+    p.add_argument("--lr", type=float, default=0.0005, help="SGD learning rate (see above)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gpu", action="store_true", help="train on the first CUDA GPU (needs cupy)")
     args = p.parse_args(argv)

@@ -101,7 +101,10 @@ class Operation:
         self.requires_grad = record = _state.training and any(needs)
         self.needs_grad = needs
         arrays = [x.data for x in xs]
-        ys = self.forward(*arrays)
+        if dev.profiler is None:
+            ys = self.forward(*arrays)
+        else:  # SetVerbosity: time the kernel
+            ys = dev.profiler.run(self, self.forward, arrays, "forward")
         if not isinstance(ys, tuple):
             ys = (ys,)
         self.n_out = len(ys)
@@ -253,7 +256,10 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
         else:
             if op.n_out > 1:
                 dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
-            dxs = op.backward(*dys)
+            if dev.profiler is None:
+                dxs = op.backward(*dys)
+            else:
+                dxs = dev.profiler.run(op, op.backward, dys, "backward")
             if not isinstance(dxs, tuple):
                 dxs = (dxs,)
             if dev.recorder is not None:

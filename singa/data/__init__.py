@@ -3,6 +3,7 @@
 - :func:`load` / :func:`load_dataset`: "mnist", "fashion-mnist", "fashion-mnist-mini"
   (embedded, no network needed), "cifar10" (binary version), "synthetic".
 - :class:`DataLoader`: batches with seeded shuffling, drop_last, per-channel normalisation.
+- :class:`ImageBatchIter`: SINGA's prefetching iterator over image files listed in a text file.
 - :func:`cache_dir`: where downloads go (``$SINGA_DATA`` or ``~/.cache/singa``).
 
 Example::
@@ -26,6 +27,7 @@ from singa.data.datasets import (
 )
 from singa.data.download import ChecksumError, DownloadError, cache_dir, download_file
 from singa.data.idx import DataFormatError, read_idx
+from singa.data.image_batch_iter import ImageBatchIter
 from singa.data.loader import DataLoader, channel_mean_std
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "DatasetInfo",
     "DatasetNotFoundError",
     "DownloadError",
+    "ImageBatchIter",
     "RemoteFile",
     "available_datasets",
     "cache_dir",

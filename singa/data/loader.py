@@ -14,7 +14,7 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -68,6 +68,10 @@ class DataLoader:
             it is yielded as a smaller batch.
         mean, std: optional per-channel normalisation, ``(x - mean) / std``; a scalar or
             one value per channel (see :func:`channel_mean_std`).
+        transform: optional ``transform(batch, rng) -> batch`` applied to each normalised
+            ``x`` batch (e.g. :func:`singa.image_tool.augment_batch`); ``rng`` is a numpy
+            Generator seeded by (seed, epoch, batch index), so augmentations repeat
+            exactly in a resumed run.
 
     Batches are new float32 arrays (never views of ``x``); labels are int32.
     """
@@ -82,6 +86,7 @@ class DataLoader:
         drop_last: bool = False,
         mean: float | Sequence[float] | np.ndarray | None = None,
         std: float | Sequence[float] | np.ndarray | None = None,
+        transform: Callable[[np.ndarray, np.random.Generator], np.ndarray] | None = None,
     ):
         self.x = np.asarray(x)
         self.y = None if y is None else np.asarray(y)
@@ -98,6 +103,7 @@ class DataLoader:
             seed = int(np.random.SeedSequence().entropy % (2**63))
         self.seed = int(seed)
         self.epoch = 0
+        self.transform = transform
         channels = self.x.shape[1] if self.x.ndim >= 2 else 1
         self.mean = None if mean is None else _per_channel(mean, channels, self.x.ndim, "mean")
         self.std = None if std is None else _per_channel(std, channels, self.x.ndim, "std")
@@ -137,9 +143,9 @@ class DataLoader:
         """One epoch of batches; the epoch counter advances when ``iter()`` is called."""
         order = self.order(self.epoch) if self.shuffle else None
         self.epoch += 1
-        return self._batches(order)
+        return self._batches(order, self.epoch - 1)
 
-    def _batches(self, order: np.ndarray | None) -> Iterator:
+    def _batches(self, order: np.ndarray | None, epoch: int = 0) -> Iterator:
         n = len(self.x)
         stop = n - n % self.batch_size if self.drop_last else n
         for start in range(0, stop, self.batch_size):
@@ -150,6 +156,9 @@ class DataLoader:
                 idx = order[start:end]
                 xb, yb = self.x[idx], None if self.y is None else self.y[idx]
             xb = self._prepare(xb)
+            if self.transform is not None:
+                rng = np.random.default_rng([self.seed, epoch, start // self.batch_size, 1])
+                xb = self.transform(xb, rng)
             if yb is None:
                 yield xb
             else:

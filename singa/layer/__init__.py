@@ -27,6 +27,7 @@ from singa.layer.conv import (
 from singa.layer.linear import Embedding, Gemm, Linear
 from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm
 from singa.layer.rnn import LSTM, RNN, RNN_Base
+from singa.layer.rnn_gru import GRU, CudnnRNN
 from singa.layer.simple import (
     Add,
     BinaryCrossEntropy,

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,16 @@ class Layer:
         self.training = True
         self._initialized = False
         self._initialize_hook: Callable[..., None] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # As in SINGA, ``initialize`` also runs when a program calls ``forward`` directly
+        # on a layer that has not been called yet, and an explicit ``initialize(x)`` call
+        # counts as the first call (it is not repeated by the next ``layer(x)``).
+        super().__init_subclass__(**kwargs)
+        if "forward" in vars(cls):
+            cls.forward = _initializing_forward(vars(cls)["forward"])
+        if "initialize" in vars(cls):
+            cls.initialize = _marking_initialize(vars(cls)["initialize"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.ensure_initialized(*args, **kwargs)
@@ -242,6 +253,40 @@ class Layer:
                 owners.append(label)
         return owners
 
+    # ----- SINGA's helpers for layer authors -------------------------------------------
+    def register_layers(self, *layers: Any) -> None:
+        """Make sublayers kept outside attributes part of this layer (SINGA's API).
+
+        Give layers (named ``<ClassName>_<position>``, as SINGA names them) or one dict
+        of name -> layer. A layer already reachable from an attribute keeps that name.
+        """
+        if len(layers) == 1 and isinstance(layers[0], Mapping):
+            items = list(layers[0].items())
+        else:
+            items = [(f"{type(v).__name__}_{i}", v) for i, v in enumerate(layers)]
+        bad = [repr(n) for n, v in items if not isinstance(v, Layer)]
+        if bad:
+            raise TypeError(f"register_layers: not layers: {', '.join(bad)}")
+        for name, _ in items:
+            if not name.isidentifier():
+                raise ValueError(f"register_layers: {name!r} is not a valid attribute name")
+        for name, sub in items:
+            setattr(self, name, sub)
+
+    def device_check(self, *inputs: Tensor) -> None:
+        """Move every tensor to the first one's device, in place."""
+        if inputs:
+            for t in inputs[1:]:
+                if t.device is not inputs[0].device:
+                    t.to_device(inputs[0].device)
+
+    def dtype_check(self, *inputs: Tensor) -> None:
+        """Convert every tensor to the first one's dtype, in place."""
+        if inputs:
+            for t in inputs[1:]:
+                if t.dtype != inputs[0].dtype:
+                    t.to_type(inputs[0].dtype)
+
     # ----- modes ----------------------------------------------------------------------
     def train(self, mode: bool = True) -> Layer:
         """Set training mode (Dropout drops, BatchNorm uses batch statistics) on this
@@ -257,3 +302,31 @@ class Layer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _initializing_forward(forward: Callable) -> Callable:
+    """``forward`` that first initializes a layer not yet initialized."""
+
+    @functools.wraps(forward)
+    def wrapper(self: Layer, *args: Any, **kwargs: Any) -> Any:
+        if not self.initialized:
+            self.ensure_initialized(*args, **kwargs)
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _marking_initialize(initialize: Callable) -> Callable:
+    """``initialize`` that records that the layer has been initialized; called directly
+    while a load hook waits, it goes through :meth:`Layer.ensure_initialized` so the
+    hook still runs."""
+
+    @functools.wraps(initialize)
+    def wrapper(self: Layer, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "_initialize_hook", None) is not None:
+            return self.ensure_initialized(*args, **kwargs)
+        result = initialize(self, *args, **kwargs)
+        self._initialized = True
+        return result
+
+    return wrapper

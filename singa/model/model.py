@@ -197,6 +197,8 @@ class Model(Layer):
         dev = tensors[0].device if tensors else None
         if key is None or dev.recorder is not None or any(t.device is not dev for t in tensors):
             return fn(*args, **kwargs)  # not traceable (or already being recorded): eager
+        if dev.profiler is not None:
+            return fn(*args, **kwargs)  # time profiling times each operator: eager
         entry = self._graphs.get(key)
         if entry is not None:
             graph, checks = entry

@@ -30,6 +30,7 @@ from singa.sonnx.backend import (
     supported_ops,
     supports_device,
 )
+from singa.sonnx.checks import InvalidModel
 from singa.sonnx.export import (
     DEFAULT_OPSET,
     ExportContext,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_OPSET",
     "ExportContext",
     "ExportError",
+    "InvalidModel",
     "SONNXModel",
     "SingaBackend",
     "SingaRep",

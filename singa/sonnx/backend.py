@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
-from singa.sonnx import registry
+from singa.sonnx import checks, registry
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.tensor import Tensor
 
@@ -48,13 +47,8 @@ def supported_ops() -> list[str]:
 
 
 def _load(model: Any) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, str | os.PathLike):
-        return onnx.load(os.fspath(model))
-    if isinstance(model, bytes):
-        return onnx.load_from_string(model)
-    raise TypeError(f"ONNX import: expected a ModelProto, a path or bytes, got {type(model).__name__}")
+    """The ModelProto of a ModelProto, a path or bytes (see :func:`checks.load`)."""
+    return checks.load(model)[0]
 
 
 def _get_device(dev: Any) -> Any:
@@ -116,6 +110,7 @@ class OnnxGraph:
     Args:
         model: the ONNX model.
         device: where tensors live.
+        source: what to call the model in errors (e.g. its file's path).
 
     Attributes:
         initializers: ``{onnx name: numpy array}``.
@@ -123,7 +118,7 @@ class OnnxGraph:
         output_names: graph outputs, in order.
     """
 
-    def __init__(self, model: onnx.ModelProto, device: Any):
+    def __init__(self, model: onnx.ModelProto, device: Any, source: str = "the ONNX model"):
         model = upgrade_opset(model)
         self.model = model
         self.device = device
@@ -147,7 +142,8 @@ class OnnxGraph:
         self.handlers = [table[nd.op_type] for nd in g.node]
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
-        self.initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.initializers = checks.initializer_arrays(g, source)
+        checks.check_graph(g, self.initializers, source)
         self.state_constants = self._state_constants()
         self.input_names = [v.name for v in g.input if v.name not in self.initializers]
         self.output_names = [v.name for v in g.output]
@@ -315,11 +311,11 @@ class SingaRep(BackendRep):
     numpy arrays.
     """
 
-    def __init__(self, model: onnx.ModelProto, device: Any):
+    def __init__(self, model: onnx.ModelProto, device: Any, source: str = "the ONNX model"):
         super().__init__()
         self.model = model
         self.device = device
-        self.graph = OnnxGraph(model, device)
+        self.graph = OnnxGraph(model, device, source)
         self.params = {n: self.graph._const(a) for n, a in self.graph.initializers.items()}
 
     def run(
@@ -345,9 +341,13 @@ def prepare(model: Any, device: Any = None, **kwargs: Any) -> SingaRep:
     """Prepare an ONNX model (ModelProto, path or bytes) to run on ``device`` (a singa
     Device, "CPU", "CUDA" / "CUDA:1", or None for the default CPU device).
 
-    Raises UnsupportedOperator naming every unsupported op type and its node.
+    Raises UnsupportedOperator naming every unsupported op type and its node, and
+    :class:`~singa.sonnx.checks.InvalidModel` (a ValueError) naming the file and the
+    initializer or node for a truncated or corrupt file, an initializer whose data
+    does not match its dims, a graph without nodes, a value nothing defines or a cycle.
     """
-    return SingaRep(_load(model), _get_device(device))
+    proto, source = checks.load(model)
+    return SingaRep(proto, _get_device(device), source)
 
 
 class SingaBackend(Backend):

@@ -34,7 +34,8 @@ import numpy as np
 
 from singa import autograd
 from singa.model.model import Model
-from singa.sonnx.backend import OnnxGraph, _get_device, _load
+from singa.sonnx import checks
+from singa.sonnx.backend import OnnxGraph, _get_device
 from singa.tensor import Tensor
 
 # inputs that never receive a gradient: (op type, input index)
@@ -102,8 +103,8 @@ class SONNXModel(Model):
     def __init__(self, onnx_model: Any, device: Any = None, name: str | None = None):
         super().__init__(name)
         dev = _get_device(device)
-        proto = _load(onnx_model)
-        self._graph = OnnxGraph(proto, dev)
+        proto, source = checks.load(onnx_model)
+        self._graph = OnnxGraph(proto, dev, source)
         self._device = dev
         self.input_names = list(self._graph.input_names)
         self.output_names = list(self._graph.output_names)

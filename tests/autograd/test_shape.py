@@ -70,7 +70,7 @@ def test_transpose(perm):
     np.testing.assert_array_equal(y.to_numpy(), np.transpose(x, perm))
     gradcheck(lambda x: autograd.transpose(x, perm), [x])
     if perm is None:
-        np.testing.assert_array_equal(const(x).T.to_numpy(), x.T)
+        np.testing.assert_array_equal(const(x).T().to_numpy(), x.T)
 
 
 def test_transpose_error():

@@ -19,6 +19,16 @@ from singa import device
         (["--optimizer", "lbfgs"], "Invalid value for '--optimizer'"),
         (["--lr", "-1"], "Invalid value for '--lr'"),
         (["--momentum", "1.5"], "Invalid value for '--momentum'"),
+        (["--lr", "nan"], "Invalid value for '--lr': 'nan' is not a finite number"),
+        (["--lr", "inf"], "Invalid value for '--lr': 'inf' is not a finite number"),
+        (["--momentum", "nan"], "Invalid value for '--momentum': 'nan' is not a finite number"),
+        (["--weight-decay", "inf"], "Invalid value for '--weight-decay': 'inf' is not a finite number"),
+        (
+            ["--data-dir", "no/such/folder"],
+            "Invalid value for '--data-dir': Directory 'no/such/folder' does not",
+        ),
+        (["evaluate", "x.zip", "--data-dir", "nope"], "does not exist"),
+        (["--val-steps", "0"], "Invalid value for '--val-steps'"),
         (["--data", "imagenet"], "Invalid value for '--data'"),
         (["--device", "tpu"], "Invalid value for '--device'"),
         (["--no-such-option"], "No such option"),
@@ -50,6 +60,9 @@ def test_export_needs_onnx_path(run, tmp_path):
         ('optimizer = "lbfgs"\n', "optimizer = 'lbfgs'"),
         ('graph = "yes"\n', "not a boolean"),
         ("epochs = [\n", "not valid TOML"),
+        ("", "holds no settings"),
+        ("# only a comment\n", "holds no settings"),
+        ("lr = nan\n", "lr = nan: nan is not a finite number"),
     ],
 )
 def test_bad_config_files_are_usage_errors(run, tmp_path, toml, message):
@@ -191,3 +204,15 @@ def test_one_line():
     assert one_line(ZeroDivisionError("x")) == "ZeroDivisionError: x"
     err = FileNotFoundError(2, "No such file or directory", "/x/y")
     assert one_line(err) == "No such file or directory: /x/y"
+
+
+@pytest.mark.parametrize("opt", [["--optimizer", "adam", "--lr", "1e6"], ["--lr", "1e9"]])
+def test_divergence_stops_with_one_line_and_keeps_the_last_good_checkpoint(run, tmp_path, opt):
+    """A loss that is not finite, or hundreds of times a uniform guess's, stops the
+    run before the next save: the checkpoint written earlier stays as it was."""
+    assert run(*TINY, "--max-steps", "32", "--checkpoint", "ck.zip").exit_code == 0
+    good = (tmp_path / "ck.zip").read_bytes()
+    line = _one_error_line(run(*TINY, "--checkpoint", "ck.zip", *opt))
+    assert "training diverged at step" in line and "try a lower --lr" in line
+    assert "ck.zip keeps the last good state" in line
+    assert (tmp_path / "ck.zip").read_bytes() == good

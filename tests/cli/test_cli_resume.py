@@ -38,6 +38,7 @@ def test_resume_after_max_steps_is_bitwise_an_uninterrupted_run(run, tmp_path, s
     assert run_state(tmp_path / "part.zip")["state"]["step"] == 96
 
 
+@pytest.mark.slow  # minutes on 2 cores; tests/model/test_checkpoint_resume.py covers it at the API level
 @pytest.mark.parametrize(
     "args",
     [
@@ -129,9 +130,9 @@ def test_ctrl_c_during_validation_resumes_at_the_validation(run, tmp_path, monke
 
     real = cli.common.evaluate
 
-    def evaluate(model, loader, dev, stop=None):
+    def evaluate(model, loader, dev, stop=None, max_batches=None):
         signal.raise_signal(signal.SIGINT)
-        return real(model, loader, dev, stop)
+        return real(model, loader, dev, stop, max_batches)
 
     with monkeypatch.context() as mp:
         mp.setattr(cli.trainer, "evaluate", evaluate)

@@ -33,7 +33,7 @@ def _env(tmp_path: Path) -> dict:
 
 def test_real_process_trains_and_writes_everything(tmp_path):
     cmd = [*_command(), *TINY, "--max-steps", "3", "--checkpoint", "ck.zip", "--log", "run.jsonl"]
-    p = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("singa-train: mlp")
     assert "done: 3 steps" in p.stdout
@@ -43,12 +43,12 @@ def test_real_process_trains_and_writes_everything(tmp_path):
 
 def test_real_process_failure_is_one_line_with_status_1(tmp_path):
     cmd = [*_command(), "cnn", "--data", "mnist", "--data-dir", str(tmp_path), "--no-download"]
-    p = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert p.returncode == 1
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: dataset 'mnist' not found"), p.stderr
     p = subprocess.run(
-        [*cmd, "--debug"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120
+        [*cmd, "--debug"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600
     )
     assert p.returncode == 1 and "Traceback" in p.stderr and "DatasetNotFoundError" in p.stderr
 
@@ -70,15 +70,13 @@ def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path):
     )
     try:
         log = tmp_path / "run.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait for one finished epoch
+        while proc.poll() is None:  # wait for one finished epoch (however long it takes)
             if log.exists() and '"event": "epoch"' in log.read_text():
                 break
             time.sleep(0.05)
-        else:
-            pytest.fail("no epoch finished within 60 s")
+        assert proc.poll() is None, "the run ended before an epoch was logged"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=600)  # a hang guard, not a speed check
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -230,3 +230,42 @@ def test_no_progress_bar_off_a_terminal_or_when_quiet():
     quiet = _Tty()
     Progress(total=4, initial=0, desc="x", enabled=False, stream=quiet).close()
     assert stream.getvalue() == "" and quiet.getvalue() == ""
+
+
+def test_one_step_summary_says_one_step_and_no_zero_rate(run):
+    r = run(*TINY, "--max-steps", "1")
+    assert r.exit_code == 0, r.output
+    assert "done: 1 step, 0 epochs (stopped by --max-steps 1)" in r.stdout
+    assert "1 steps" not in r.stdout and " 0 samples/s" not in r.stdout
+
+
+def test_epoch_line_never_shows_a_zero_rate():
+    from cli.output import format_epoch
+
+    rec = {"epoch": 1, "step": 0, "train_loss": None, "val_loss": 1.0, "val_acc": 0.5, "time_s": 0.0}
+    assert "samples/s" not in format_epoch({**rec, "samples_per_s": 0.0}, 1)
+    assert "1,234 samples/s" in format_epoch({**rec, "samples_per_s": 1234.0}, 1)
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "val_steps", "expected"), [(None, None, None), (4, None, 3), (64, None, None), (4, 7, 7)]
+)
+def test_validation_follows_max_steps_or_val_steps(max_steps, val_steps, expected):
+    """With --max-steps the validation covers the same fraction of its set as the
+    training did of an epoch (at least one batch); --val-steps sets it."""
+    from cli.guards import val_batches
+
+    assert val_batches(TrainConfig(max_steps=max_steps, val_steps=val_steps), 32, 20) == expected
+
+
+def test_val_steps_option_reaches_the_evaluation(run, monkeypatch):
+    seen = []
+    real = cli.trainer.evaluate
+
+    def evaluate(model, loader, dev, stop=None, max_batches=None):
+        seen.append(max_batches)
+        return real(model, loader, dev, stop, max_batches)
+
+    monkeypatch.setattr(cli.trainer, "evaluate", evaluate)
+    assert run(*TINY, "--max-steps", "2", "--val-steps", "1").exit_code == 0
+    assert seen == [1]

@@ -189,7 +189,7 @@ def test_save_overwrites_atomically_and_follows_symlinks(tmp_path):
 def test_replaced_file_is_released_in_the_background_and_nothing_is_left(tmp_path):
     """Overwriting keeps the old file open across the rename (so the rename does not
     free its blocks) and closes it on a worker thread: no descriptor leaks, no file."""
-    import singa.model.checkpoint_io as cio
+    import singa.model.checkpoint.atomic as atomic
 
     p = tmp_path / "c.zip"
     ck.save_layer(Net(seed=0), p)
@@ -198,7 +198,7 @@ def test_replaced_file_is_released_in_the_background_and_nothing_is_left(tmp_pat
         ck.save_layer(Net(seed=seed), p)
         assert os.listdir(tmp_path) == ["c.zip"]
         np.testing.assert_array_equal(ck.read_arrays(p)["a.W"], Net(seed=seed).a.W.to_numpy())
-    cio._finish_close()
+    atomic._finish_close()
     assert len(os.listdir("/proc/self/fd")) == fds
 
 
@@ -209,14 +209,14 @@ def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
         f"""
         import os, signal, sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
-        signal.alarm(30)
+        signal.alarm(300)  # a hang guard, not a speed check
         from singa.model import checkpoint as ck
         from test_checkpoint_helpers import Net
         from concurrent.futures import Future
-        import singa.model.checkpoint_io as cio
+        import singa.model.checkpoint.atomic as atomic
         ck.save_layer(Net(seed=0), {str(tmp_path / "child.zip")!r})
         ck.save_layer(Net(seed=1), {str(tmp_path / "child.zip")!r})
-        cio._closing = Future()  # a close still pending when the process forks
+        atomic._closing = Future()  # a close still pending when the process forks
         pid = os.fork()
         if pid == 0:
             for seed in range(5):
@@ -226,7 +226,7 @@ def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
         sys.exit(os.waitstatus_to_exitcode(status))
         """
     )
-    r = subprocess.run([sys.executable, "-c", code], timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], timeout=600)
     assert r.returncode == 0
     np.testing.assert_array_equal(ck.read_arrays(tmp_path / "child.zip")["a.W"], Net(seed=4).a.W.to_numpy())
 
@@ -248,14 +248,14 @@ def test_save_from_an_atexit_handler(tmp_path):
         atexit.register(lambda: ck.save_layer(net, {str(p)!r}, {{"v": "at-exit"}}))
         """
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "Error" not in r.stderr, r.stderr
     assert ck.read(p).aux_values == {"v": "at-exit"}
     assert sorted(os.listdir(tmp_path)) == ["c.zip"]
 
 
 def test_save_errors_name_the_checkpoint(tmp_path, monkeypatch):
-    import singa.model.checkpoint_io as cio
+    import singa.model.checkpoint.zip_write as cio
 
     def no_space(*a, **k):
         raise OSError(28, "No space left on device")
@@ -274,7 +274,7 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
     p = tmp_path / "c.zip"
     ck.save_layer(Net(seed=1), p)
     before = p.read_bytes()
-    import singa.model.checkpoint_io as cio
+    import singa.model.checkpoint.zip_write as cio
 
     def boom(*a, **k):
         raise OSError("disk full")
@@ -286,7 +286,7 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
-    from singa.model.checkpoint_io import _host_tag, _tmp_prefix
+    from singa.model.checkpoint.atomic import _host_tag, _tmp_prefix
 
     p = tmp_path / "c.zip"
     dead = tmp_path / f"{_tmp_prefix('c.zip')}{_host_tag()}.999999999.abc"

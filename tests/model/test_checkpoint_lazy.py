@@ -7,7 +7,7 @@ from test_checkpoint_helpers import LazyMLP, assert_states_equal, batches, state
 from singa import device, layer, opt
 from singa.layer.base import Layer
 from singa.model import checkpoint as ck
-from singa.model.checkpoint_format import read_checkpoint
+from singa.model.checkpoint.reader import read_checkpoint
 from singa.tensor import Tensor
 
 DEV = device.get_default_device()

@@ -53,7 +53,7 @@ def test_resume_in_a_fresh_process_is_bitwise_exact(tmp_path, model_name, opt_na
         "from test_checkpoint_helpers import resumed_main; resumed_main(sys.argv[1:])"
     )
     args = [model_name, opt_name, str(int(graph)), str(int(load_first)), ckpt, out, str(N), str(M)]
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(out, allow_pickle=False) as z:
         got = {k: z[k] for k in z.files}

@@ -12,7 +12,7 @@ from test_checkpoint_helpers import Leaf, Net, assert_states_equal, fake_grads, 
 
 from singa import device, opt
 from singa.model import checkpoint as ck
-from singa.model.checkpoint_format import read_checkpoint
+from singa.model.checkpoint.reader import read_checkpoint
 from singa.tensor import Tensor
 
 CheckpointError = ck.CheckpointError

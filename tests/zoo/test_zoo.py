@@ -309,6 +309,7 @@ def test_create_model_factories():
         resnet.create_model(depth=19)
 
 
+@pytest.mark.slow  # a learning-quality run: the longest test of the default suite otherwise
 def test_train_cnn_example_learns(capsys):
     import importlib.util
     import pathlib

@@ -1,5 +1,4 @@
-"""Loading into layers whose parameters do not exist yet (private part of
-:mod:`singa.model.checkpoint`).
+"""Loading into layers whose parameters do not exist yet.
 
 Layers create their parameters on their first call (``Layer.initialize``). When a
 checkpoint is loaded before that (before ``compile``), the entries that belong to
@@ -22,14 +21,10 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.model.checkpoint_io import CheckpointError
+from singa.model.checkpoint.errors import CheckpointError, CheckpointWarning
 from singa.tensor import Tensor
 
 _ATTR = "_checkpoint_pending"
-
-
-class CheckpointWarning(UserWarning):
-    """``strict=False`` loading skipped some entries (listed in the message)."""
 
 
 def uninitialized(layer: Any) -> bool:
@@ -122,6 +117,26 @@ class PendingLoad:
         subs = {pre + k: s for k, s in layer.sublayers().items() if uninitialized(s)}
         for p, sub in subs.items():
             self.install(sub, p)
+        ready, problems = self._match(own, subs, pre)
+        found = any(items for _, items in problems)
+        if self.strict and found:
+            self.detach()
+            lines = [f"  {kind}: {m}" for kind, items in problems for _, m in items]
+            raise CheckpointError(
+                f"{self.label} does not match {type(layer).__name__} {prefix or '(the model)'} "
+                "whose parameters were just created from its first input:\n" + "\n".join(lines)
+            )
+        for name, t in ready:
+            t.copy_from(self.entries.pop(name))
+        if found:
+            self._skip(problems, prefix)
+        self.report.pending = sorted(self.entries)
+        self._finish_if_done()
+
+    def _match(self, own: dict, subs: dict, pre: str) -> tuple[list, list]:
+        """The held entries under ``pre`` that fit the new states ``own`` (name, Tensor),
+        and the problems by kind: states the file lacks, mismatched and unexpected
+        entries (entries of lazy sublayers ``subs`` stay held)."""
         ready, mismatched, unexpected = [], [], []
         missing = [
             (n, f"{n} (expected {describe(t)})")
@@ -139,30 +154,25 @@ class PendingLoad:
                     mismatched.append((name, f"{name}: expected {describe(t)}, found {describe(arr)}"))
             elif deepest_owner(name, subs) is None:  # else held until that sublayer creates it
                 unexpected.append((name, f"{name} (found {describe(arr)})"))
-        problems = [("missing", missing), ("mismatched", mismatched), ("unexpected", unexpected)]
-        if self.strict and (missing or mismatched or unexpected):
-            self.detach()
-            lines = [f"  {kind}: {m}" for kind, items in problems for _, m in items]
-            raise CheckpointError(
-                f"{self.label} does not match {type(layer).__name__} {prefix or '(the model)'} "
-                "whose parameters were just created from its first input:\n" + "\n".join(lines)
-            )
-        for name, t in ready:
-            t.copy_from(self.entries.pop(name))
+        return ready, [("missing", missing), ("mismatched", mismatched), ("unexpected", unexpected)]
+
+    def _skip(self, problems: list, prefix: str) -> None:
+        """``strict=False``: drop the problem entries, report them and warn."""
         for kind, items in problems:
             for name, m in items:
                 self.entries.pop(name, None)
                 getattr(self.report, kind).append(m)
                 if kind == "mismatched":
                     self.bad.add(name)
-        if missing or mismatched or unexpected:
-            warnings.warn(
-                f"{self.label}: skipped while creating {prefix or 'the model'}: "
-                + "; ".join(f"{kind}: {m}" for kind, items in problems for _, m in items),
-                CheckpointWarning,
-                stacklevel=4,
-            )
-        self.report.pending = sorted(self.entries)
+        warnings.warn(
+            f"{self.label}: skipped while creating {prefix or 'the model'}: "
+            + "; ".join(f"{kind}: {m}" for kind, items in problems for _, m in items),
+            CheckpointWarning,
+            stacklevel=5,
+        )
+
+    def _finish_if_done(self) -> None:
+        """Apply the optimizer states once nothing is held; detach once nothing is hooked."""
         if not self.entries and not self.finished:
             self.finished = True
             if self.finish_cb is not None:

@@ -1,6 +1,6 @@
-"""Saving (private part of :mod:`singa.model.checkpoint`): collecting a layer's
-states, an optimizer's states, the device's random state and the aux states into
-checkpoint entries, with checks that everything will load back unchanged."""
+"""Saving: collecting a layer's states, an optimizer's states, the device's random
+state and the aux states into checkpoint entries, with checks that everything will
+load back unchanged, then writing them."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.model import checkpoint_lazy as _lazy
-from singa.model.checkpoint_format import (
+from singa.model.checkpoint import lazy as _lazy
+from singa.model.checkpoint.errors import CheckpointError
+from singa.model.checkpoint.layout import (
     AUX_STATE,
     MODEL_STATE,
     OPTIMIZER_PREFIX,
     OPTIMIZER_STATE,
     ArrayEntry,
-    write_checkpoint,
+    check_dtype,
+    safe_name,
 )
-from singa.model.checkpoint_io import CheckpointError, check_dtype, safe_name
+from singa.model.checkpoint.writer import write_checkpoint
 from singa.tensor import Tensor
 
 _MAX_JSON_DEPTH = 100
@@ -44,6 +46,7 @@ def host(x: Any, what: str) -> np.ndarray:
 
 
 def is_array(v: Any) -> bool:
+    """True for a numpy or cupy array."""
     return isinstance(v, np.ndarray) or (
         type(v).__module__.startswith("cupy") and hasattr(v, "get") and hasattr(v, "dtype")
     )
@@ -85,6 +88,7 @@ def to_json(v: Any) -> Any:
 
 
 def check_key(key: Any, what: str) -> None:
+    """Raise unless ``key`` is a string that can name a zip member."""
     if not isinstance(key, str):
         raise TypeError(f"{what} names must be strings, got {key!r}")
     if not safe_name(key):
@@ -93,7 +97,7 @@ def check_key(key: Any, what: str) -> None:
         )
 
 
-def device_of(layer: Any, params: Mapping | None = None) -> Any:
+def states_device(layer: Any, params: Mapping | None = None) -> Any:
     """The device of a layer's (or of the given) parameters; the default device if none."""
     tensors = list(params.values()) if params is not None else []
     if layer is not None:
@@ -101,44 +105,46 @@ def device_of(layer: Any, params: Mapping | None = None) -> Any:
     return tensors[0].device if tensors else _device.get_default_device()
 
 
-def save(
-    fpath: Any,
-    layer: Any,
-    optimizer: Any,
-    params: Mapping | None,
-    aux_states: Mapping | None,
-    with_rng: bool,
-    compress: bool,
-) -> str:
-    entries: list[ArrayEntry] = []
-    pending = _lazy.pending_of(layer) if layer is not None else None
-    if layer is not None:
-        states = layer.get_states()
-        for name, t in states.items():
-            check_key(name, "state")
-            entries.append(ArrayEntry(name, MODEL_STATE, host(t, f"state {name!r}")))
-        if pending is not None:  # loaded but not created yet: keep them
-            for name, arr in pending.entries.items():
-                if name not in states:
-                    entries.append(ArrayEntry(name, MODEL_STATE, arr))
-    opt_json = None
-    if optimizer is not None:
-        names = params if params is not None else layer.get_params()
-        if pending is not None and pending.optimizer_states is not None:
-            st = dict(pending.optimizer_states)
-        else:
-            st = dict(optimizer.get_states(names))
-        slots = st.pop("slots", None) or {}
-        for slot, arr in slots.items():
-            check_key(slot, "optimizer slot")
-            entries.append(
-                ArrayEntry(
-                    OPTIMIZER_PREFIX + slot, OPTIMIZER_STATE, host(arr, f"slot {slot!r}"), {"slot": slot}
-                )
-            )
-        opt_json = {"class": type(optimizer).__name__, "states": to_json(st)}
-        check_json(opt_json, "optimizer states")
-    aux_json: dict = {}
+def _model_entries(layer: Any, pending: Any) -> list[ArrayEntry]:
+    """The layer's states, plus the entries a pending load still holds for states
+    that are not created yet (they are kept)."""
+    entries = []
+    states = layer.get_states()
+    for name, t in states.items():
+        check_key(name, "state")
+        entries.append(ArrayEntry(name, MODEL_STATE, host(t, f"state {name!r}")))
+    if pending is not None:
+        for name, arr in pending.entries.items():
+            if name not in states:
+                entries.append(ArrayEntry(name, MODEL_STATE, arr))
+    return entries
+
+
+def _optimizer_entries(
+    optimizer: Any, layer: Any, params: Mapping | None, pending: Any
+) -> tuple[list[ArrayEntry], dict]:
+    """The optimizer's slots as entries, and its other states as JSON (held ones when
+    a pending load has not applied them yet)."""
+    names = params if params is not None else layer.get_params()
+    if pending is not None and pending.optimizer_states is not None:
+        st = dict(pending.optimizer_states)
+    else:
+        st = dict(optimizer.get_states(names))
+    entries = []
+    slots = st.pop("slots", None) or {}
+    for slot, arr in slots.items():
+        check_key(slot, "optimizer slot")
+        entries.append(
+            ArrayEntry(OPTIMIZER_PREFIX + slot, OPTIMIZER_STATE, host(arr, f"slot {slot!r}"), {"slot": slot})
+        )
+    opt_json = {"class": type(optimizer).__name__, "states": to_json(st)}
+    check_json(opt_json, "optimizer states")
+    return entries, opt_json
+
+
+def _aux_entries(aux_states: Mapping | None) -> tuple[list[ArrayEntry], dict]:
+    """Array-valued aux states as entries, the others as JSON."""
+    entries, aux_json = [], {}
     for key, v in (aux_states or {}).items():
         if not isinstance(key, str):
             raise TypeError(f"aux_states keys must be strings, got {key!r}")
@@ -153,16 +159,43 @@ def save(
         else:
             check_json(v, what)
             aux_json[key] = v
-    seen: dict[str, int] = {}
+    return entries, aux_json
+
+
+def _check_unique(entries: list[ArrayEntry]) -> None:
+    seen: set[str] = set()
     for e in entries:
         if e.key in seen:
             raise ValueError(
                 f"two entries would be stored under {e.key!r} (an aux state named like a model state?)"
             )
-        seen[e.key] = e.state_type
-    rng = dev_name = None
-    dev = device_of(layer, params)
+        seen.add(e.key)
+
+
+def save(
+    fpath: Any,
+    layer: Any,
+    optimizer: Any,
+    params: Mapping | None,
+    aux_states: Mapping | None,
+    with_rng: bool,
+    compress: bool,
+) -> str:
+    """Save the states of ``layer`` and ``optimizer`` (over ``params``, or the layer's
+    parameters), ``aux_states`` and with ``with_rng`` the device's random state to
+    ``fpath``; everything is checked before the file is written."""
+    pending = _lazy.pending_of(layer) if layer is not None else None
+    entries = _model_entries(layer, pending) if layer is not None else []
+    opt_json = None
+    if optimizer is not None:
+        opt_entries, opt_json = _optimizer_entries(optimizer, layer, params, pending)
+        entries += opt_entries
+    aux_entries, aux_json = _aux_entries(aux_states)
+    entries += aux_entries
+    _check_unique(entries)
+    dev = states_device(layer, params)
     dev_name = "cpu" if not dev.is_gpu else f"cuda:{dev.id}"
+    rng = None
     if with_rng:
         rng = to_json(dev.get_rng_state())
         check_json(rng, "random state")

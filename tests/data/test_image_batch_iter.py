@@ -1,0 +1,98 @@
+"""ImageBatchIter: worker processes read, transform and batch the listed images."""
+
+import numpy as np
+import pytest
+
+from singa.data import ImageBatchIter
+
+Image = pytest.importorskip("PIL.Image")
+
+
+@pytest.fixture
+def image_list(tmp_path):
+    lines = []
+    for i in range(6):
+        Image.fromarray(np.full((4, 5, 3), i * 10, np.uint8), "RGB").save(tmp_path / f"{i}.png")
+        lines.append(f"{i}.png,{i % 3}")
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def _load(path):
+    return [Image.open(path)]
+
+
+def _twice(path):
+    img = Image.open(path)
+    return [img, img.transpose(Image.FLIP_LEFT_RIGHT)]
+
+
+def _values(x):
+    return [int(v) for v in x[:, 0, 0, 0]]
+
+
+def test_batches_in_list_order_with_int_labels(image_list):
+    it = ImageBatchIter(
+        str(image_list / "list.txt"), 4, _load, shuffle=False, delimiter=",", image_folder=str(image_list)
+    )
+    with it:
+        x, y = next(it)
+        assert x.shape == (4, 3, 4, 5) and x.dtype == np.float32
+        assert _values(x) == [0, 10, 20, 30] and y.dtype == np.int32 and list(y) == [0, 1, 2, 0]
+        x, y = it.next()
+        assert _values(x) == [40, 50, 0, 10]  # wraps around to the start of the list
+
+
+def test_shuffled_order_is_the_same_for_any_number_of_workers(image_list):
+    def first_batches(workers):
+        it = ImageBatchIter(
+            str(image_list / "list.txt"),
+            3,
+            _load,
+            shuffle=True,
+            delimiter=",",
+            image_folder=str(image_list),
+            num_workers=workers,
+            seed=5,
+        )
+        with it:
+            return [_values(next(it)[0]) for _ in range(4)]
+
+    one = first_batches(1)
+    assert one == first_batches(3)
+    assert sorted(one[0] + one[1]) == [0, 10, 20, 30, 40, 50]  # each pass visits every file once
+
+
+def test_several_images_per_file_and_string_metas(tmp_path):
+    Image.new("RGB", (2, 2)).save(tmp_path / "a.png")
+    (tmp_path / "l.txt").write_text("a.png cat\na.png\n")
+    with ImageBatchIter(str(tmp_path / "l.txt"), 4, _twice, shuffle=False, image_folder=str(tmp_path)) as it:
+        x, y = next(it)
+    assert x.shape == (4, 3, 2, 2) and y == ["cat", "cat", None, None]
+
+
+def test_a_failing_transform_is_reported(image_list):
+    def bad(path):
+        raise OSError("cannot decode " + path)
+
+    it = ImageBatchIter(str(image_list / "list.txt"), 2, bad, delimiter=",", image_folder=str(image_list))
+    it.start()
+    with pytest.raises(RuntimeError, match="cannot decode"):
+        next(it)
+    it.end()
+
+
+def test_a_batch_size_the_transform_cannot_fill(image_list):
+    it = ImageBatchIter(str(image_list / "list.txt"), 3, _twice, delimiter=",", image_folder=str(image_list))
+    with it, pytest.raises(RuntimeError, match="does not divide batch_size 3"):
+        next(it)
+
+
+def test_argument_errors(tmp_path, image_list):
+    (tmp_path / "empty.txt").write_text("\n")
+    with pytest.raises(ValueError, match="lists no images"):
+        ImageBatchIter(str(tmp_path / "empty.txt"), 2, _load)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        ImageBatchIter(str(image_list / "list.txt"), 0, _load)
+    with pytest.raises(RuntimeError, match="start"):
+        next(ImageBatchIter(str(image_list / "list.txt"), 2, _load))
