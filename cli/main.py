@@ -8,6 +8,8 @@
     singa-train evaluate ck.zip
     singa-train export ck.zip --onnx model.onnx
     singa-train --list
+    singa-train --nproc 2 --checkpoint ck.zip     # 2 data-parallel processes (mpiexec)
+    mpiexec -n 4 singa-train --checkpoint ck.zip  # the same, started by mpiexec
 
 Exit status: 0 on success, 1 for a failure (one line on stderr; ``--debug`` shows the
 traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
@@ -30,6 +32,7 @@ from singa import __version__, data, zoo
 __all__ = ["cli", "train", "evaluate", "export", "main"]
 
 _DATASETS = data.available_datasets()
+ARGV_KEY = "singa_train.argv"
 _CONFIG_FIELDS = set(config_keys())
 
 
@@ -40,6 +43,7 @@ class _Cli(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or args[0] not in self.commands:
             args = ["train", *args]
+        ctx.meta[ARGV_KEY] = list(args)  # for --nproc, which starts this command again
         return super().parse_args(ctx, args)
 
 
@@ -227,6 +231,12 @@ def _data_dir_type() -> click.Path:
     type=click.Path(exists=True, dir_okay=False),
     help="TOML file with any of these settings (batch-size = 32, ...); the command line wins.",
 )
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    help="Train data-parallel with N local processes, started through mpiexec (pip install '.[dist]'); "
+    "--batch-size is per process.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and warnings.")
 @click.option("-v", "--verbose", is_flag=True, help="Print more details.")
 @click.option("--debug", is_flag=True, help="Show the traceback of a failure.")
@@ -241,16 +251,21 @@ def _data_dir_type() -> click.Path:
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @click.pass_context
-def train(ctx: click.Context, config_file: str | None, **opts: Any) -> None:
+def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
     """Train MODEL (default: cnn) on a dataset, printing a progress bar, a line per
     epoch (train loss and accuracy, validation loss and accuracy, time, samples/s)
     and a summary."""
     cfg, explicit = _merge_settings(ctx, config_file, opts)
+    from cli import dist
     from cli.trainer import Trainer
 
+    if nproc is not None and nproc > 1:
+        ctx.exit(dist.launch(nproc, ctx.meta.get(ARGV_KEY, [])))
     try:
         with reported(cfg.debug, cfg.verbose):
-            Trainer(cfg, explicit).run()
+            rank = dist.DistRun()
+        with rank.failures(), reported(cfg.debug, cfg.verbose):
+            Trainer(cfg, explicit, rank).run()
     except Interrupted:
         ctx.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:

@@ -38,10 +38,12 @@ from cli.common import (
     placeholder,
 )
 from cli.config import TrainConfig
+from cli.dist import DistRun
 from cli.errors import CliError, Interrupted
 from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
 from singa import data, image_tool, tensor
+from singa.dist.launch import STOP_SIGNAL
 from singa.model.checkpoint import CheckpointError
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
@@ -117,11 +119,13 @@ class _SigintFlag:
         main = threading.current_thread() is threading.main_thread()
         if main:
             self._prev = signal.signal(signal.SIGINT, self._handler)
+            self._prev_stop = signal.signal(STOP_SIGNAL, self._handler)  # Ctrl-C forwarded to ranks
         try:
             yield self
         finally:
             if main:
                 signal.signal(signal.SIGINT, self._prev)
+                signal.signal(STOP_SIGNAL, self._prev_stop)
 
 
 #: the settings a resumed run takes from its checkpoint unless given again
@@ -161,12 +165,17 @@ class Trainer:
         cfg: the settings (command line, config file and defaults merged).
         explicit: the names of settings given on the command line or in the config
             file (a resumed run takes the others from its checkpoint).
+        dist: this process's rank of a data-parallel job (default: made from the
+            environment; a single process unless started by mpiexec).
     """
 
-    def __init__(self, cfg: TrainConfig, explicit: set[str] | frozenset = frozenset()):
+    def __init__(
+        self, cfg: TrainConfig, explicit: set[str] | frozenset = frozenset(), dist: DistRun | None = None
+    ):
         self.cfg = cfg
         self.explicit = set(explicit)
-        self.out = Console(cfg.quiet, cfg.verbose)
+        self.dist = dist if dist is not None else DistRun()
+        self.out = self.dist.console(cfg.quiet, cfg.verbose)
 
     # ----- setup --------------------------------------------------------------------------
     def _apply_resume_settings(self) -> dict:
@@ -231,16 +240,18 @@ class Trainer:
         (the checkpoint saved) and :class:`CliError` for expected failures."""
         cfg = self.cfg
         stored_run = self._apply_resume_settings() if cfg.resume else None
+        dist = self.dist
+        dist.only_main_writes(cfg)
         self._prepare_outputs()
         dev = make_device(cfg.device)
-        ds = load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet)
+        ds = dist.rank_first(lambda: load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet))
         info = ds.info
         if cfg.augment and ds.x_train.ndim != 4:
             raise CliError(
                 f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
             )
         mean, std = data.channel_mean_std(ds.x_train)
-        train = data.DataLoader(
+        train = dist.loader(
             ds.x_train,
             ds.y_train,
             cfg.batch_size,
@@ -251,7 +262,7 @@ class Trainer:
             std=std,
             transform=image_tool.augment_batch if cfg.augment else None,
         )
-        val = data.DataLoader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
+        val = dist.loader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
         steps = len(train)
         if steps == 0:
             raise CliError(
@@ -263,7 +274,7 @@ class Trainer:
             model = create_model(cfg.model, info)
         except ValueError as e:
             raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
-        optimizer = make_optimizer(cfg, steps)
+        optimizer = dist.optimizer(make_optimizer(cfg, steps))
         model.set_optimizer(optimizer)
         try:
             model.compile(
@@ -292,11 +303,10 @@ class Trainer:
                 ) from e
             run = aux.get(RUN_STATE_KEY, stored_run)
             state = RunState.from_json(run["state"])
-            if run.get("steps_per_epoch") != steps:
-                raise CliError(
-                    f"cannot resume from {cfg.resume}: it was written with {run.get('steps_per_epoch')} "
-                    f"steps per epoch, this run has {steps} (different data or batch size)"
-                )
+            try:
+                dist.resume_position(run, state, steps, cfg.batch_size, self.out)
+            except CliError as e:
+                raise CliError(str(e).replace("cannot resume", f"cannot resume from {cfg.resume}")) from e
             if self._resume_warning:
                 self.out.warn(self._resume_warning)
 
@@ -354,6 +364,8 @@ class Trainer:
             f"of {self.steps} steps, "
             f"{mode}, {'cpu' if not self.dev.is_gpu else f'gpu {self.dev.id}'}, seed {cfg.seed}"
         )
+        if self.dist.distributed:
+            out.info(self.dist.describe(cfg.batch_size))
         if cfg.resume:
             out.info(
                 f"  resumed from {cfg.resume} at step {state.step} "
@@ -378,18 +390,19 @@ class Trainer:
             },
             "normalization": {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std]},
             "steps_per_epoch": self.steps,
+            **self.dist.run_json(self.cfg.batch_size),
             "state": state.to_json(),
         }
 
     def _save(self, state: RunState) -> None:
         path = self.cfg.checkpoint
-        if not path:
-            return
-        check_params(self.model, state.step, self.cfg)
-        try:
-            self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
-        except OSError as e:
-            raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
+        if path:
+            check_params(self.model, state.step, self.cfg)
+            try:
+                self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
+            except OSError as e:
+                raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
+        self.dist.barrier()  # no rank ends (and has the job ended) while rank 0 writes
 
     # ----- the loop -------------------------------------------------------------------------------
     def _batches(self, epoch: int, skip: int) -> Iterator:
@@ -425,7 +438,8 @@ class Trainer:
                             state.batch += 1
                             state.step += 1
                             bar.update(state.loss_sum / state.seen, state.correct / state.seen, len(yb))
-                            if flag.set:
+                            if self.dist.agree(flag.set):  # every rank stops at the same step
+                                flag.set = True
                                 break
                             if cfg.max_steps is not None and state.step >= cfg.max_steps:
                                 stopped_by_steps = True
@@ -435,16 +449,19 @@ class Trainer:
                     dt = time.perf_counter() - t0
                     state.epoch_time = t_prev + dt
                     state.train_time += dt
+                self.dist.add_sums(state)
+                flag.set = self.dist.agree(flag.set)  # a stop that came after the last step
                 if flag.set:
                     self._interrupted(state, log)
                 epoch_done = state.batch >= self.steps
                 t1 = time.perf_counter()
                 try:
-                    vloss, vacc, _ = evaluate(
+                    vloss, vacc = self.dist.evaluate(
+                        evaluate,
                         model,
                         self.val_loader,
                         dev,
-                        stop=lambda: flag.set,
+                        lambda: flag.set,
                         max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
                     )
                 except EvalStopped:

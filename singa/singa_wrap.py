@@ -16,6 +16,9 @@ Example::
     from singa import singa_wrap
     if singa_wrap.USE_CUDA:
         dev = device.create_cuda_gpu()
+
+``NcclIdHolder`` (see :mod:`singa.dist.nccl`) is here too, for distributed scripts that
+import it as ``from singa import singa_wrap as singa``.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import importlib.util
 
 from singa import __version__
 from singa import device as _device
+from singa.dist.nccl import NcclIdHolder
 
-__all__ = ["USE_CUDA", "USE_DIST", "USE_DNNL", "USE_OPENCL", "USE_PYTHON3", "SINGA_VERSION"]
+__all__ = ["NcclIdHolder", "USE_CUDA", "USE_DIST", "USE_DNNL", "USE_OPENCL", "USE_PYTHON3", "SINGA_VERSION"]
 
 
 def _has_module(name: str) -> bool:

@@ -258,7 +258,10 @@ class Tensor:
     def _lift(self, other: Any) -> Tensor:
         if isinstance(other, Tensor):
             return other
-        return Tensor._wrap(self.device.xp.asarray(other, dtype=self.dtype), self.device)
+        dtype = self.dtype
+        if dtype.kind != "f" and isinstance(other, float | np.floating):
+            dtype = float32  # as in SINGA: an int tensor with a Python float gives float32
+        return Tensor._wrap(self.device.xp.asarray(other, dtype=dtype), self.device)
 
     def __add__(self, o: Any) -> Tensor:
         return _autograd().add(self, self._lift(o))
@@ -477,9 +480,11 @@ def _float_for_rng(dtype: Any) -> Any:
 
 
 def from_numpy(np_array: Any, dev: _device.Device | None = None) -> Tensor:
-    """A tensor holding a copy of ``np_array`` with its dtype; no gradient required."""
+    """A tensor holding a copy of ``np_array`` with its dtype. As in SINGA it requires
+    a gradient (so operators on it record their ``creator``) but stores none, so
+    ``autograd.backward`` never computes or yields one for it."""
     arr = np.asarray(np_array)
-    return Tensor(arr.shape, dev, arr.dtype, data=arr, requires_grad=False)
+    return Tensor(arr.shape, dev, arr.dtype, data=arr)
 
 
 def to_numpy(t: Tensor) -> np.ndarray:

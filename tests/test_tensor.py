@@ -74,7 +74,7 @@ def test_rng_state_round_trip():
 def test_module_functions():
     arr = np.arange(4, dtype=np.int64)
     t = tensor.from_numpy(arr)
-    assert t.dtype == np.int64 and not t.requires_grad
+    assert t.dtype == np.int64 and t.requires_grad and not t.stores_grad  # as in SINGA
     np.testing.assert_array_equal(tensor.to_numpy(t), arr)
     assert (tensor.zeros((2,)).to_numpy() == 0).all() and (tensor.ones((2,)).to_numpy() == 1).all()
     assert tensor.zeros_like(t).dtype == np.int64 and (tensor.ones_like(t).to_numpy() == 1).all()
@@ -138,3 +138,19 @@ def test_an_int_shape_means_a_vector():
         assert t.shape == (3,) and t.dtype == np.float32
     assert (tensor.ones(3).to_numpy() == 1).all()
     assert tensor.Tensor(shape=(2, 3)).shape == (2, 3) and tensor.Tensor().shape == ()
+
+
+def test_int_tensor_with_a_python_float_gives_float32_as_in_singa():
+    x = tensor.from_numpy(np.arange(3, dtype=np.int32))
+    for y, ref in [
+        (x + 0.5, [0.5, 1.5, 2.5]),
+        (0.5 + x, [0.5, 1.5, 2.5]),
+        (x * 1.5, [0.0, 1.5, 3.0]),
+        (2.0 - x, [2.0, 1.0, 0.0]),
+        (x / 2.0, [0.0, 0.5, 1.0]),
+    ]:
+        assert y.dtype == np.float32
+        np.testing.assert_array_equal(y.to_numpy(), np.array(ref, np.float32))
+    assert (x + 1).dtype == np.int32  # an int stays an int
+    d = Tensor(data=[1.0, 2.0], dtype=np.float64)
+    assert (d + 0.5).dtype == np.float64  # a float tensor keeps its dtype

@@ -1,7 +1,10 @@
 """Automatic differentiation: operators on Tensors, recorded for ``backward``.
 
-Set ``autograd.training = True`` to record the graph (SINGA's switch); while it is
-False no graph is recorded and nothing is kept for backward. Whether Dropout and
+Operators always record the graph (each output's ``creator``, each operator's
+``src``), as SINGA's do; ``autograd.training = True`` (SINGA's switch) makes them also
+keep what backward needs, and while it is False nothing is kept for backward (so
+``sonnx.to_onnx`` can export outputs computed in evaluation mode). ``no_grad()``
+records nothing at all. Whether Dropout and
 BatchNorm behave as in training is a separate matter, owned by the layers
 (``train()``/``eval()``); the functional ``dropout`` and ``batchnorm_2d`` take a
 ``training`` argument that defaults to this flag.
@@ -30,6 +33,7 @@ autocast = None
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
+from singa.autograd.creation import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403
 from singa.autograd.elementwise import *  # noqa: E402,F403
 from singa.autograd.engine import (  # noqa: E402
@@ -42,9 +46,16 @@ from singa.autograd.engine import (  # noqa: E402
 )
 from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
+from singa.autograd.logical import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
 from singa.autograd.normalization import *  # noqa: E402,F403
+from singa.autograd.operators import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.pooling_nd import *  # noqa: E402,F403
+from singa.autograd.rearrange import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
-from singa.autograd.shape import *  # noqa: E402,F403
+from singa.autograd.resize import *  # noqa: E402,F403
+from singa.autograd.rounding import *  # noqa: E402,F403
+from singa.autograd.shaping import *  # noqa: E402,F403
+from singa.autograd.trigonometric import *  # noqa: E402,F403
+from singa.autograd.variadic import *  # noqa: E402,F403

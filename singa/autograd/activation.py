@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype
+from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "hardsigmoid",
     "softmax",
     "log_softmax",
+    "prelu",
 ]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -389,6 +390,29 @@ class LogSoftMax(Operation):
         return g
 
 
+class PRelu(Operation):
+    """y = x where x > 0, slope * x elsewhere, with a learned ``slope`` that broadcasts
+    with x (ONNX PRelu). Gradients: dx = 1 where x > 0, slope elsewhere (so ``slope`` at
+    x == 0, as leakyrelu and PyTorch); dslope = x where x <= 0, summed to its shape."""
+
+    def forward(self, x, slope):
+        neg = x <= 0
+        y = x * array_module(x).where(neg, slope, 1).astype(x.dtype, copy=False)
+        if self.requires_grad:
+            self.cache = (x, slope, neg)
+        return y
+
+    def backward(self, dy):
+        x, slope, neg = self.cache
+        dx = dslope = None
+        if self.needs_grad[0]:
+            dx = dy * array_module(dy).where(neg, slope, 1)
+            dx = unbroadcast(dx, x.shape).astype(x.dtype, copy=False)
+        if self.needs_grad[1]:
+            dslope = unbroadcast(dy * x * neg, slope.shape)
+        return dx, dslope
+
+
 # ----- public functions ----------------------------------------------------------------
 def _floating(name: str, x: Tensor) -> None:
     """Raise ValueError naming ``name`` and the dtype unless ``x`` is floating point (one
@@ -486,3 +510,17 @@ def log_softmax(x: Tensor, axis: int = 1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed stably (negative axes count from the end)."""
     _floating("log_softmax", x)
     return LogSoftMax(_axis("log_softmax", x, axis))(x)[0]
+
+
+def prelu(x: Tensor, slope: Tensor) -> Tensor:
+    """Parametric ReLU: x where x > 0, slope * x elsewhere. ``slope`` (a Tensor, usually
+    a learned parameter, of x's dtype) broadcasts with x, e.g. (C, 1, 1) for a
+    per-channel slope of (N, C, H, W) input; as in SINGA both may broadcast (ONNX
+    PRelu broadcasts the slope only)."""
+    _floating("prelu", x)
+    check_same_dtype("prelu", x, slope)
+    try:
+        np.broadcast_shapes(tuple(x.shape), tuple(slope.shape))
+    except ValueError:
+        raise ValueError(f"prelu: shapes of x {x.shape} and slope {slope.shape} do not broadcast") from None
+    return PRelu()(x, slope)[0]

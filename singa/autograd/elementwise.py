@@ -48,6 +48,14 @@ __all__ = [
     "minimum",
     "cast",
     "erf",
+    "identity",
+    "negative",
+    "reciprocal",
+    "Identity",
+    "Negative",
+    "Reciprocal",
+    "Cast",
+    "Erf",
 ]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -485,3 +493,49 @@ class Erf(Operation):
 def erf(x: Tensor) -> Tensor:
     """The error function, elementwise."""
     return Erf()(x)[0]
+
+
+# ----- SINGA's identity, negative and reciprocal ------------------------------------------
+class Identity(Operation):
+    """y = x (the same array, as numpy views share memory); dy/dx = 1."""
+
+    def forward(self, x):
+        return x
+
+    def backward(self, dy):
+        return dy
+
+
+class Reciprocal(Operation):
+    """y = 1 / x; dy/dx = -1 / x^2 = -y^2."""
+
+    def forward(self, x):
+        y = 1 / x
+        if self.requires_grad:
+            self.cache = y
+        return y
+
+    def backward(self, dy):
+        y = self.cache
+        return -dy * y * y
+
+
+#: SINGA's name of :class:`Neg`.
+Negative = Neg
+
+
+def identity(x: Tensor) -> Tensor:
+    """x itself as a new graph node (ONNX Identity); the gradient passes unchanged."""
+    return Identity()(x)[0]
+
+
+def negative(x: Tensor) -> Tensor:
+    """-x (SINGA's name of :func:`neg`)."""
+    return Neg()(x)[0]
+
+
+def reciprocal(x: Tensor) -> Tensor:
+    """1 / x of a floating tensor (inf at 0, as numpy)."""
+    if x.dtype.kind != "f":
+        raise ValueError(f"reciprocal: needs a floating-point tensor, got {x.dtype}")
+    return Reciprocal()(x)[0]

@@ -2,20 +2,23 @@
 
 An Operation runs on raw arrays (numpy or cupy). Calling it on Tensors:
 
-1. records ``.src``, one ``(creator, index, tensor)`` per input: for an input that
-   requires a gradient and has a creator, the creator, the index of the input among
-   its outputs, and the tensor itself when it stores its gradient (else None); for
-   any other input (a leaf: parameters, input batches, labels, constants made in
-   forward) ``(None, 0, input)``. This is the whole recorded graph, which
-   ``sonnx.to_onnx(inputs, [y])`` walks back from ``y``; intermediate values are
+1. runs ``forward(*arrays)``, which keeps what ``backward`` will need in
+   ``self.cache``, only when ``self.requires_grad`` is True: ``autograd.training`` is
+   True and some input requires a gradient (``needs_grad`` says which);
+2. records ``.src``, one ``(creator, index, tensor)`` per input, whatever
+   ``autograd.training`` says (as SINGA's operators do): for an input with a creator,
+   the creator, the index of the input among its outputs, and the tensor itself when
+   it stores its gradient (else None); for a leaf (parameters, input batches, labels,
+   constants made in forward) ``(None, 0, input)``. This is the whole recorded graph,
+   which ``sonnx.to_onnx(inputs, [y])`` walks back from ``y``; intermediate values are
    reached through their creators only, never kept by the entry;
-2. runs ``forward(*arrays)``, which keeps what ``backward`` will need in
-   ``self.cache`` (and only when ``self.requires_grad`` is True);
-3. wraps the outputs in Tensors whose ``creator`` is the operation.
+3. wraps the outputs in Tensors whose ``creator`` is the operation and which require
+   a gradient when some input does.
 
 ``backward(*dys)`` returns one gradient per input (None where an input needs none,
-see ``self.needs_grad``). Nothing is recorded while ``autograd.training`` is False
-or inside ``no_grad()``.
+see ``self.needs_grad``). The :func:`backward` walker sets ``needs_grad`` before
+calling it so that only gradients reaching a tensor that stores its gradient are
+computed. Nothing at all is recorded inside ``no_grad()``.
 
 While a device's ``recorder`` is set (graph tracing, ONNX export), every array
 computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op=None,
@@ -71,6 +74,8 @@ class Operation:
 
     #: number of outputs; set by ``__call__`` from what ``forward`` returns
     n_out = 1
+    #: whether a gradient of an output can reach a tensor that stores its gradient
+    reaches_stored = False
     #: in-place variants of ``forward``: ``(variant, k)`` pairs where
     #: ``variant(op, *arrays)`` computes what ``op.forward(*arrays)`` does (same bits,
     #: same ``cache``) writing the result into input ``k`` and returning it. Graph
@@ -85,6 +90,7 @@ class Operation:
         self.requires_grad = False
         self.needs_grad: tuple = ()
         self.cache: Any = None
+        self.reaches_stored = False
 
     def __call__(self, *xs: Tensor) -> tuple:
         """Run forward on the inputs' arrays and return a tuple of output Tensors
@@ -98,7 +104,7 @@ class Operation:
         """``self(*xs)`` without the precision policy: the inputs are used as given."""
         dev = xs[0].device
         needs = tuple(x.requires_grad for x in xs)
-        self.requires_grad = record = _state.training and any(needs)
+        self.requires_grad = keep = _state.training and any(needs)
         self.needs_grad = needs
         arrays = [x.data for x in xs]
         if dev.profiler is None:
@@ -110,18 +116,22 @@ class Operation:
         self.n_out = len(ys)
         if dev.recorder is not None:
             dev.recorder.record(self.forward, arrays, ys, op=self, tensors=xs)
-        if record:
+        if not _recording:
+            self.cache = None
+            return tuple(Tensor._wrap(y, dev) for y in ys)
+        if keep:
             if len(ys) > 1:
                 self.out_meta = [(y.shape, y.dtype) for y in ys]
-            self.src = [
-                (x.creator, x._index, x if x.stores_grad else None)
-                if x.creator is not None and x.requires_grad
-                else (None, 0, x)
-                for x in xs
-            ]
-            return tuple(Tensor._wrap(y, dev, True, self, i) for i, y in enumerate(ys))
-        self.cache = None
-        return tuple(Tensor._wrap(y, dev) for y in ys)
+            self.reaches_stored = any(_leads_to_stored(x) for x in xs)
+        else:
+            self.cache = None
+            self.reaches_stored = False
+        self.src = [
+            (x.creator, x._index, x if x.stores_grad else None) if x.creator is not None else (None, 0, x)
+            for x in xs
+        ]
+        rg = any(needs)
+        return tuple(Tensor._wrap(y, dev, rg, self, i) for i, y in enumerate(ys))
 
     def forward(self, *xs: Any) -> Any:
         """Compute the outputs from input arrays; returns an array or a tuple of arrays."""
@@ -137,16 +147,47 @@ class Operation:
 
 Operator = Operation
 
+#: False inside ``no_grad()``: operators record no graph at all
+_recording = True
+
+
+def _leads_to_stored(x: Tensor) -> bool:
+    """Whether a gradient reaching ``x`` is ever yielded: ``x`` stores its gradient,
+    or its creator kept its backward and leads to one that does."""
+    if not x.requires_grad:
+        return False
+    if x.stores_grad:
+        return True
+    c = x.creator
+    return c is not None and c.requires_grad and c.reaches_stored
+
+
+def _route(s: tuple) -> tuple | None:
+    """Where backward sends the gradient of one ``src`` entry: ``(creator, index,
+    tensor or None)`` for an operator that kept its backward and leads to a stored
+    gradient, ``(None, 0, tensor)`` for a tensor that stores its gradient and is a leaf
+    for backward, None when the gradient is not needed."""
+    c = s[0]
+    if c is not None and c.requires_grad and c.reaches_stored:
+        return s
+    t = s[2]
+    if t is not None and t.stores_grad and t.requires_grad:
+        return (None, 0, t)
+    return None
+
 
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
-    """Within this block no graph is recorded (``autograd.training`` is False)."""
-    prev = _state.training
+    """Within this block no graph is recorded at all (no ``creator``, no ``src``) and
+    ``autograd.training`` is False."""
+    global _recording
+    prev = _state.training, _recording
     _state.training = False
+    _recording = False
     try:
         yield
     finally:
-        _state.training = prev
+        _state.training, _recording = prev
 
 
 def _accumulate(dev: Any, acc: Any, g: Any) -> Any:
@@ -171,39 +212,163 @@ class DonatingUpdate(functools.partial):
     array is dead and held by nothing else."""
 
 
-def _count_dependencies(root: Operation) -> tuple[dict, dict, dict]:
-    """For every operation reachable from ``root``: how many input edges consume it.
+def _released(op: Operation) -> RuntimeError:
+    return RuntimeError(
+        f"backward through {type(op).__name__} whose graph was already released "
+        "(backward was run on it before)"
+    )
+
+
+def _count_dependencies(root: Operation) -> tuple[dict, dict, dict, dict]:
+    """For every operation reachable from ``root`` along edges that carry gradients:
+    how many input edges consume it.
 
     Returns (op -> count, leaf tensor -> count, op -> {output index: tensor that
-    stores its gradient}).
+    stores its gradient}, op -> its inputs' routes, see :func:`_route`).
     """
     op_deps: dict = {}
     leaf_deps: dict = {}
     stored: dict = {}
-    seen = {root}
+    routes: dict = {}
     stack = [root]
     while stack:
         op = stack.pop()
         if op.src is None:
-            raise RuntimeError(
-                f"backward through {type(op).__name__} whose graph was already released "
-                "(backward was run on it before, or it ran without autograd.training)"
-            )
-        for s in op.src:
-            if s is None:
+            raise _released(op)
+        rs = routes[op] = [_route(s) for s in op.src]
+        for r in rs:
+            if r is None:
                 continue
-            creator, idx, t = s
-            if creator is None:  # a leaf: only those storing (and requiring) a gradient count
-                if t is not None and t.stores_grad and t.requires_grad:
-                    leaf_deps[t] = leaf_deps.get(t, 0) + 1
+            creator, idx, t = r
+            if creator is None:
+                leaf_deps[t] = leaf_deps.get(t, 0) + 1
                 continue
             op_deps[creator] = op_deps.get(creator, 0) + 1
             if t is not None and t.stores_grad:
                 stored.setdefault(creator, {})[idx] = t
-            if creator not in seen:
-                seen.add(creator)
+            if creator not in routes:
+                routes[creator] = None  # seen; filled when popped
                 stack.append(creator)
-    return op_deps, leaf_deps, stored
+    return op_deps, leaf_deps, stored, routes
+
+
+def _initial_grad(y: Tensor, dy: Any) -> Any:
+    """The gradient array of ``y`` to start from (ones for a scalar ``y``)."""
+    xp = y.device.xp
+    if dy is None:
+        if y.size() != 1:
+            raise ValueError(f"backward: y has shape {y.shape}; pass dy for a non-scalar y")
+        return xp.ones(y.shape, dtype=y.dtype)
+    arr = dy.data if isinstance(dy, Tensor) else xp.asarray(dy, dtype=y.dtype)
+    if arr.shape != y.shape:
+        raise ValueError(f"backward: dy has shape {arr.shape}, y has shape {y.shape}")
+    return arr
+
+
+def _check_recorded(y: Tensor) -> None:
+    """Raise when ``y`` has no graph that backward can walk."""
+    c = y.creator
+    if c is None:
+        if not y.requires_grad:
+            raise RuntimeError(
+                "backward: y has no recorded graph; set autograd.training = True before computing it"
+            )
+        return
+    if not c.requires_grad:
+        raise RuntimeError(
+            f"backward: y was computed by {type(c).__name__} without backward caches "
+            "(autograd.training was False, e.g. after model.eval(), or no input required a "
+            "gradient); set autograd.training = True (model.train()) before computing it"
+        )
+    if c.src is None:
+        raise _released(c)
+
+
+def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
+    """The gradients of ``op``'s inputs from its outputs' gradients, computing only
+    those with a route (that reach a tensor storing its gradient); releases ``op``'s
+    graph."""
+    if all(d is None for d in dys):
+        dxs: tuple = (None,) * len(routes)
+    else:
+        op.needs_grad = tuple(r is not None for r in routes)
+        if op.n_out > 1:
+            xp = dev.xp
+            dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
+        if dev.profiler is None:
+            dxs = op.backward(*dys)
+        else:  # SetVerbosity: time the kernel
+            dxs = dev.profiler.run(op, op.backward, dys, "backward")
+        if not isinstance(dxs, tuple):
+            dxs = (dxs,)
+        if dev.recorder is not None:
+            dev.recorder.record(op.backward, list(dys), dxs, op=op, is_backward=True)
+    op.src = None
+    op.cache = None
+    return dxs
+
+
+class _Walk:
+    """The state of one backward walk: pending output gradients per operator,
+    pending leaf gradients, and the remaining consumer counts."""
+
+    def __init__(self, root: Operation, y_index: int, dy: Any, dev: Any):
+        self.dev = dev
+        self.op_deps, self.leaf_deps, self.stored, self.routes = _count_dependencies(root)
+        self.grads: dict = {root: [None] * root.n_out}
+        self.grads[root][y_index] = dy
+        self.leaf_grads: dict = {}
+        self.ready = [root]
+
+    def stored_outputs(self, op: Operation, dys: list) -> list[tuple[Tensor, Tensor]]:
+        """The gradients of ``op``'s outputs that store theirs."""
+        return [
+            (t, Tensor._wrap(dys[idx], self.dev))
+            for idx, t in self.stored.pop(op).items()
+            if dys[idx] is not None
+        ]
+
+    def to_leaf(self, t: Tensor, dx: Any) -> tuple[Tensor, Tensor] | None:
+        """Add ``dx`` to leaf ``t``; its gradient once every contribution is in."""
+        if dx is not None:
+            self.leaf_grads[t] = _accumulate(self.dev, self.leaf_grads.get(t), dx)
+        self.leaf_deps[t] -= 1
+        if self.leaf_deps[t] == 0:
+            g = self.leaf_grads.pop(t, None)
+            if g is not None:
+                return t, Tensor._wrap(g, self.dev)
+        return None
+
+    def to_op(self, creator: Operation, idx: int, dx: Any) -> None:
+        """Add ``dx`` to output ``idx`` of ``creator``; queue it once complete."""
+        slot = self.grads.get(creator)
+        if slot is None:
+            slot = self.grads[creator] = [None] * creator.n_out
+        if dx is not None:
+            slot[idx] = _accumulate(self.dev, slot[idx], dx)
+        self.op_deps[creator] -= 1
+        if self.op_deps[creator] == 0:
+            self.ready.append(creator)
+
+    def run(self) -> Iterator[tuple[Tensor, Tensor]]:
+        """Process ready operators until none is left."""
+        while self.ready:
+            op = self.ready.pop()
+            dys = self.grads.pop(op)
+            if op in self.stored:
+                yield from self.stored_outputs(op, dys)
+            routes = self.routes.pop(op)
+            dxs = _run_backward(op, dys, routes, self.dev)
+            for r, dx in zip(routes, dxs):
+                if r is None:
+                    continue
+                creator, idx, t = r
+                if creator is None:
+                    done = self.to_leaf(t, dx)
+                    if done is not None:
+                        yield done
+                else:
+                    self.to_op(creator, idx, dx)
 
 
 def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
@@ -214,6 +379,8 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
         y: the tensor to differentiate (usually a scalar loss).
         dy: the gradient of ``y``; required when ``y`` has more than one element.
 
+    Only gradients that reach a tensor storing its gradient are computed (an input
+    batch requires a gradient by default, as in SINGA, yet none is computed for it).
     The graph is released as the walk goes, so each graph can be walked once.
 
     Example::
@@ -221,80 +388,35 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
         for p, g in autograd.backward(loss):
             sgd.update(p, g)
     """
-    dev = y.device
-    xp = dev.xp
-    if dy is None:
-        if y.size() != 1:
-            raise ValueError(f"backward: y has shape {y.shape}; pass dy for a non-scalar y")
-        dy_arr = xp.ones(y.shape, dtype=y.dtype)
-    else:
-        dy_arr = dy.data if isinstance(dy, Tensor) else xp.asarray(dy, dtype=y.dtype)
-        if dy_arr.shape != y.shape:
-            raise ValueError(f"backward: dy has shape {dy_arr.shape}, y has shape {y.shape}")
-    if y.creator is None:
-        if not y.requires_grad:
-            raise RuntimeError(
-                "backward: y has no recorded graph; set autograd.training = True before computing it"
-            )
-        if y.stores_grad:
-            yield y, Tensor._wrap(dy_arr, dev)
-        return
+    dy_arr = _initial_grad(y, dy)
+    _check_recorded(y)
+    if y.stores_grad:
+        yield y, Tensor._wrap(dy_arr, y.device)
     root = y.creator
-    op_deps, leaf_deps, stored = _count_dependencies(root)
-    grads: dict = {root: [None] * root.n_out}
-    grads[root][y._index] = dy_arr
-    leaf_grads: dict = {}
-    ready = [root]
-    while ready:
-        op = ready.pop()
-        dys = grads.pop(op)
-        for idx, t in stored.pop(op, {}).items():
-            if dys[idx] is not None:
-                yield t, Tensor._wrap(dys[idx], dev)
-        if all(d is None for d in dys):
-            dxs: tuple = (None,) * len(op.src)
-        else:
-            if op.n_out > 1:
-                dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
-            if dev.profiler is None:
-                dxs = op.backward(*dys)
-            else:
-                dxs = dev.profiler.run(op, op.backward, dys, "backward")
-            if not isinstance(dxs, tuple):
-                dxs = (dxs,)
-            if dev.recorder is not None:
-                dev.recorder.record(op.backward, list(dys), dxs, op=op, is_backward=True)
-        src = op.src
-        op.src = None
-        op.cache = None
-        for s, dx in zip(src, dxs):
-            if s is None:
-                continue
-            creator, idx, t = s
-            if creator is None:
-                if t is None or not (t.stores_grad and t.requires_grad):
-                    continue
-                if dx is not None:
-                    leaf_grads[t] = _accumulate(dev, leaf_grads.get(t), dx)
-                leaf_deps[t] -= 1
-                if leaf_deps[t] == 0:
-                    g = leaf_grads.pop(t, None)
-                    if g is not None:
-                        yield t, Tensor._wrap(g, dev)
-                continue
-            slot = grads.get(creator)
-            if slot is None:
-                slot = grads[creator] = [None] * creator.n_out
-            if dx is not None:
-                slot[idx] = _accumulate(dev, slot[idx], dx)
-            op_deps[creator] -= 1
-            if op_deps[creator] == 0:
-                ready.append(creator)
+    if root is None or not root.reaches_stored:
+        return
+    yield from _Walk(root, y._index, dy_arr, y.device).run()
 
 
-def gradients(y: Tensor, dy: Any = None) -> dict:
-    """All gradients of ``y`` as a dict ``{tensor: gradient}`` (see :func:`backward`)."""
-    return dict(backward(y, dy))
+class Gradients(dict):
+    """What :func:`gradients` returns: ``{id(tensor): gradient}`` as in SINGA, which
+    can also be indexed by the tensor itself (``grads[w]`` is ``grads[id(w)]``)."""
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return super().__getitem__(id(key) if isinstance(key, Tensor) else key)
+
+    def __contains__(self, key: Any) -> bool:
+        return super().__contains__(id(key) if isinstance(key, Tensor) else key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The gradient of ``key`` (a tensor or its id), or ``default``."""
+        return super().get(id(key) if isinstance(key, Tensor) else key, default)
+
+
+def gradients(y: Tensor, dy: Any = None) -> Gradients:
+    """All gradients of ``y`` (see :func:`backward`), keyed by ``id(tensor)`` as in
+    SINGA; the result can be indexed by the tensor too."""
+    return Gradients((id(p), g) for p, g in backward(y, dy))
 
 
 def array_module(a: Any) -> Any:

@@ -54,7 +54,7 @@ def gradcheck(
     matters. Raises AssertionError naming the input and the worst element; returns the
     largest absolute error.
     """
-    arrays = [np.array(a) for a in inputs]
+    arrays = [np.array(a, order="C") for a in inputs]  # C order: numeric_grad perturbs a flat view
     if wrt is None:
         wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
     tensors = [

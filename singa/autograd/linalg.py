@@ -7,7 +7,7 @@ from typing import Any
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
-__all__ = ["matmul", "add_bias", "gemm"]
+__all__ = ["matmul", "add_bias", "gemm", "cossim"]
 
 _ONES: dict = {}
 
@@ -231,3 +231,37 @@ def gemm(
     if not ok:
         raise ValueError(f"gemm: C of shape {sc} does not broadcast to the result shape {(m, n)}")
     return Gemm(alpha, beta, transA, transB)(A, B, C)[0]
+
+
+class CosSim(Operation):
+    """y[i] = <a[i], b[i]> / (|a[i]| |b[i]|) for the rows of two (N, D) matrices.
+
+    Gradients: da[i] = dy[i] (b[i] / (|a[i]| |b[i]|) - y[i] a[i] / |a[i]|^2), and the
+    same with a and b swapped.
+    """
+
+    def forward(self, a, b):
+        xp = array_module(a)
+        na = xp.sqrt((a * a).sum(axis=1))
+        nb = xp.sqrt((b * b).sum(axis=1))
+        y = (a * b).sum(axis=1) / (na * nb)
+        if self.requires_grad:
+            self.cache = (a, b, na, nb, y)
+        return y
+
+    def backward(self, dy):
+        a, b, na, nb, y = self.cache
+        k = (dy / (na * nb))[:, None]
+        yy = (dy * y)[:, None]
+        da = k * b - yy * a / (na * na)[:, None] if self.needs_grad[0] else None
+        db = k * a - yy * b / (nb * nb)[:, None] if self.needs_grad[1] else None
+        return da, db
+
+
+def cossim(a: Tensor, b: Tensor) -> Tensor:
+    """Cosine similarity of the matching rows of two (N, D) floating matrices: a tensor
+    of shape (N,). A zero row gives nan (no epsilon, as SINGA)."""
+    check_same_dtype("cossim", a, b, floating=True)
+    if a.ndim() != 2 or a.shape != b.shape:
+        raise ValueError(f"cossim: needs two (N, D) matrices of one shape, got {a.shape} and {b.shape}")
+    return CosSim()(a, b)[0]

@@ -19,7 +19,14 @@ import numpy as np
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
-__all__ = ["softmax_cross_entropy", "cross_entropy", "mse_loss", "binary_cross_entropy", "nll_loss"]
+__all__ = [
+    "softmax_cross_entropy",
+    "cross_entropy",
+    "mse_loss",
+    "binary_cross_entropy",
+    "nll_loss",
+    "ranking_loss",
+]
 
 _LOG_MIN = -100.0  # PyTorch clamps log(p) at -100 in binary_cross_entropy
 _P_MIN = math.exp(_LOG_MIN)
@@ -224,6 +231,31 @@ class BinaryCrossEntropy(Operation):
         return g, None
 
 
+class RankingLoss(Operation):
+    """loss = sum(max(0, M - pos + neg)) / pos.shape[0]: a margin ``M`` hinge between the
+    scores of matching (``pos``) and non-matching (``neg``) pairs. The gradient is
+    -1/N (pos) and 1/N (neg) where the hinge is active (> 0), 0 elsewhere."""
+
+    def __init__(self, M: float = 0.2):
+        super().__init__()
+        self.M = M
+
+    def forward(self, pos, neg):
+        xp = array_module(pos)
+        h = neg - pos
+        h += self.M
+        active = h > 0
+        n = pos.shape[0]
+        if self.requires_grad:
+            self.cache = (active, n)
+        return _scalar(xp, (h * active).sum() / n, pos.dtype)
+
+    def backward(self, dy):
+        active, n = self.cache
+        g = active * (dy.reshape(()) / n)
+        return -g if self.needs_grad[0] else None, g if self.needs_grad[1] else None
+
+
 class NLLLoss(Operation):
     """loss = -mean over the rows of x[row, t[row]] for log-probabilities ``x``."""
 
@@ -282,3 +314,18 @@ def nll_loss(x: Tensor, t: Tensor) -> Tensor:
     The class axis is the last one (for (N, C) inputs this is PyTorch's nll_loss)."""
     _check_class_target("nll_loss", x, t, labels=False)
     return NLLLoss()(x, t)[0]
+
+
+def ranking_loss(pos: Tensor, neg: Tensor, M: float = 0.2) -> Tensor:
+    """Margin ranking loss ``sum(max(0, M - pos + neg)) / N`` (N = pos.shape[0]) of the
+    scores ``pos`` of matching pairs against ``neg`` of non-matching ones (SINGA's;
+    its backward ignored the incoming gradient and divided by pos.size: here the
+    gradient is that of the forward formula)."""
+    _check_same("ranking_loss", pos, neg)
+    _check_float("ranking_loss", neg, "neg")
+    if pos.dtype != neg.dtype or pos.ndim() < 1:
+        raise ValueError(
+            f"ranking_loss: pos and neg need one floating dtype and at least one axis, "
+            f"got {pos.dtype} {pos.shape} and {neg.dtype} {neg.shape}"
+        )
+    return RankingLoss(M)(pos, neg)[0]

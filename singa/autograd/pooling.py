@@ -14,6 +14,7 @@ window holds at least one real cell.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from singa.autograd import _im2col as im
@@ -25,6 +26,7 @@ __all__ = [
     "max_pool_2d",
     "avg_pool_2d",
     "global_avg_pool",
+    "globalaveragepool",
     "max_pool_1d",
     "avg_pool_1d",
 ]
@@ -175,7 +177,7 @@ class AvgPool2d(_Pooling):
         stride: tuple,
         pads: tuple,
         ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        count_include_pad: bool = False,
         spatial_dims: int = 2,
     ):
         super().__init__(kernel_size, stride, pads, ceil_mode, spatial_dims)
@@ -249,18 +251,26 @@ class AvgPool2d(_Pooling):
 
 
 class GlobalAvgPool(Operation):
-    """y = mean over the spatial axes, keeping them as size 1: (N, C, H, W) -> (N, C, 1, 1)."""
+    """y = mean over the spatial axes, keeping them as size 1: those after the first two
+    ((N, C, H, W) -> (N, C, 1, 1), any number of spatial axes), or with
+    ``channels_last`` those between the first and the last ((N, H, W, C) -> (N, 1, 1, C))."""
+
+    def __init__(self, channels_last: bool = False):
+        super().__init__()
+        self.channels_last = channels_last
 
     def forward(self, x):
         if self.requires_grad:
-            self.cache = (x.shape, im.is_channels_last(x))
-        return x.mean(axis=(2, 3), keepdims=True)
+            self.cache = (x.shape, x.ndim == 4 and not self.channels_last and im.is_channels_last(x))
+        axes = tuple(range(1, x.ndim - 1)) if self.channels_last else tuple(range(2, x.ndim))
+        return x.mean(axis=axes, keepdims=True)
 
     def backward(self, dy):
         shape, nhwc = self.cache
         xp = array_module(dy)
         dx = im.alloc_nhwc(xp, shape, dy.dtype) if nhwc else xp.empty(shape, dtype=dy.dtype)
-        dx[...] = dy * (1.0 / (shape[2] * shape[3]))
+        spatial = shape[1:-1] if self.channels_last else shape[2:]
+        dx[...] = dy * (1.0 / math.prod(spatial))
         return dx
 
 
@@ -306,12 +316,13 @@ def avg_pool_2d(
     stride: Any = None,
     padding: Any = 0,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of NCHW ``x`` over kh x kw windows (zero padding).
 
     Args are those of :func:`max_pool_2d`, plus ``count_include_pad``: divide by the
-    window size counting padded cells (default) or by the number of real cells. With
+    window size counting padded cells, or by the number of real cells (the default, as
+    SINGA's oneDNN and cuDNN kernels and ONNX's AveragePool default). With
     ``ceil_mode`` the cells beyond the padding are never counted (as PyTorch).
     """
     k, s, p = _pool_args("avg_pool_2d", x, kernel_size, stride, padding, ceil_mode)
@@ -323,6 +334,26 @@ def global_avg_pool(x: Tensor) -> Tensor:
     if x.ndim() != 4 or x.shape[2] * x.shape[3] == 0:
         raise ValueError(f"global_avg_pool: x must be (N, C, H, W) with H, W > 0, got shape {x.shape}")
     return GlobalAvgPool()(x)[0]
+
+
+def globalaveragepool(x: Tensor, data_format: str = "channels_first") -> Tensor:
+    """Mean over the spatial axes of ``x``, kept as size-1 axes (SINGA's name; ONNX
+    GlobalAveragePool): (N, C, d1, ..., dk) -> (N, C, 1, ..., 1) for "channels_first",
+    (N, d1, ..., dk, C) -> (N, 1, ..., 1, C) for "channels_last" (SINGA's tests also
+    write "channel_last"); any k >= 1."""
+    data_format = {"channel_first": "channels_first", "channel_last": "channels_last"}.get(
+        data_format, data_format
+    )
+    if data_format not in ("channels_first", "channels_last"):
+        raise ValueError(
+            f"globalaveragepool: data_format must be 'channels_first' or 'channels_last', got {data_format!r}"
+        )
+    r = x.ndim()
+    if r < 3 or 0 in x.shape[1:]:
+        raise ValueError(
+            f"globalaveragepool: x needs a batch, a channel and spatial axes, got shape {x.shape}"
+        )
+    return GlobalAvgPool(data_format == "channels_last")(x)[0]
 
 
 def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> tuple:
@@ -351,7 +382,7 @@ def avg_pool_1d(
     stride: Any = None,
     padding: Any = 0,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of (N, C, L) ``x``; see :func:`avg_pool_2d` and :func:`max_pool_1d`."""
     k, s, p = _pool1d_args("avg_pool_1d", x, kernel_size, stride, padding, ceil_mode)

@@ -209,7 +209,7 @@ class AvgPoolNd(_PoolingND):
         pads: tuple,
         dilation: tuple,
         ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        count_include_pad: bool = False,
     ):
         super().__init__(kernel_size, stride, pads, dilation, ceil_mode)
         self.count_include_pad = bool(count_include_pad)
@@ -343,14 +343,15 @@ def avg_pool_nd(
     padding: Any = 0,
     dilation: Any = 1,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of (N, C, D1, ..., Dn) ``x`` (any n >= 1) over dilated windows
     (zero padding).
 
     Args are those of :func:`max_pool_nd`, plus ``count_include_pad``: divide by the
-    number of window cells inside the input and its padding (default) or by the number
-    of real cells. Cells beyond the padding that ceil mode reaches are never counted.
+    number of window cells inside the input and its padding, or by the number of real
+    cells (the default, as SINGA's kernels and ONNX's AveragePool default). Cells
+    beyond the padding that ceil mode reaches are never counted.
     """
     k, s, p, d = _nd_args("avg_pool_nd", x, kernel_size, stride, padding, dilation, ceil_mode, None)
     nd = len(k)
@@ -381,7 +382,7 @@ def avg_pool_3d(
     padding: Any = 0,
     dilation: Any = 1,
     ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    count_include_pad: bool = False,
 ) -> Tensor:
     """Average pooling of (N, C, D, H, W) ``x``; see :func:`avg_pool_nd`."""
     k, s, p, d = _nd_args("avg_pool_3d", x, kernel_size, stride, padding, dilation, ceil_mode, 3)

@@ -20,26 +20,12 @@ from singa.tensor import Tensor
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean", "cumsum"]
 
 
-def _tensor_axis_message(op: str) -> str:
-    """Why a Tensor cannot be an axis: SINGA's ``sum(*tensors)`` / ``mean(*tensors)`` are
-    elementwise over several tensors; these functions reduce one tensor."""
-    msg = f"{op}: axes must be an int, a sequence of ints or None, got a Tensor; "
-    msg += f"{op}(x, axis) reduces one tensor"
-    if op == "sum":
-        msg += " (for the elementwise sum of several tensors, SINGA's sum(a, b, ...), use a + b + ...)"
-    elif op == "mean":
-        msg += (
-            " (for the elementwise mean of several tensors, SINGA's mean(a, b, ...), use (a + b + ...) / n)"
-        )
-    return msg
-
-
 def _norm_axes(x: Tensor, axes: Any, op: str) -> tuple | None:
     """Axes as a sorted tuple of non-negative ints; None (or empty) means all axes."""
     if axes is None:
         return None
     if isinstance(axes, Tensor):
-        raise TypeError(_tensor_axis_message(op))
+        raise TypeError(f"{op}: axes must be an int, a sequence of ints or None, got a Tensor")
     given = [int(axes)] if isinstance(axes, int | np.integer) else [int(a) for a in axes]
     if not given:
         return None
@@ -174,19 +160,64 @@ def reduce_max(x: Tensor, axes: Sequence[int] | int | None = None, keepdims: int
     return ReduceMax(_norm_axes(x, axes, "reduce_max"), keepdims)(x)[0]
 
 
-def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-    """Sum over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the reduced
-    axes are dropped unless ``keepdims``. (SINGA's ``sum(a, b, ...)``, elementwise over
-    several tensors, is ``a + b + ...`` here; a Tensor as ``axis`` raises TypeError.)"""
-    return ReduceSum(_norm_axes(x, axis, "sum"), keepdims)(x)[0]
+def _split_args(op: str, args: tuple, axis: Any, keepdims: bool) -> tuple[tuple, Any, bool]:
+    """sum/mean's positional arguments: the leading Tensors, then ``axis`` and
+    ``keepdims`` (given positionally or by keyword, not both)."""
+    n = 0
+    while n < len(args) and isinstance(args[n], Tensor):
+        n += 1
+    tensors, rest = args[:n], args[n:]
+    if not tensors:
+        raise TypeError(f"{op}: the first argument must be a Tensor, got {args[:1]!r}")
+    if len(rest) > 2 or (rest and axis is not None):
+        raise TypeError(f"{op}: takes Tensors, then at most axis and keepdims, got {len(args)} arguments")
+    if rest:
+        axis = rest[0]
+    if len(rest) == 2:
+        keepdims = rest[1]
+    if n > 1 and (axis is not None or keepdims):
+        raise ValueError(
+            f"{op}: {n} tensors are combined elementwise (SINGA's {op}(a, b, ...)); "
+            "axis and keepdims apply to a single tensor"
+        )
+    return tensors, axis, bool(keepdims)
 
 
-def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` (an int, a tuple, or None for all), PyTorch-style: the
-    reduced axes are dropped unless ``keepdims``. (SINGA's ``mean(a, b, ...)``, elementwise
-    over several tensors, is ``(a + b + ...) / n`` here; a Tensor as ``axis`` raises
-    TypeError.)"""
-    return ReduceMean(_norm_axes(x, axis, "mean"), keepdims)(x)[0]
+def _elementwise(op: str, xs: tuple) -> Tensor:
+    """SINGA's ``sum(a, b, ...)`` / ``mean(a, b, ...)``: the variadic operator over
+    tensors of one dtype (floating for the mean) that broadcast together."""
+    from singa.autograd import variadic
+
+    dtypes = {x.dtype for x in xs}
+    if len(dtypes) > 1:
+        raise ValueError(f"{op}: needs tensors of one dtype, got {', '.join(str(d) for d in dtypes)}")
+    if op == "mean" and xs[0].dtype.kind != "f":
+        raise ValueError(f"mean: needs floating-point tensors, got {xs[0].dtype}")
+    np.broadcast_shapes(*(tuple(x.shape) for x in xs))
+    cls = variadic.Sum if op == "sum" else variadic.Mean
+    return cls()(*xs)[0]
+
+
+def sum(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """``sum(x, axis=None, keepdims=False)``: sum of one tensor over ``axis`` (an int,
+    a tuple, or None for all), PyTorch-style: the reduced axes are dropped unless
+    ``keepdims``. ``sum(a, b, ...)`` with several tensors: their elementwise sum
+    (SINGA's form; they broadcast together and share one dtype)."""
+    xs, axis, keepdims = _split_args("sum", args, axis, keepdims)
+    if len(xs) > 1:
+        return _elementwise("sum", xs)
+    return ReduceSum(_norm_axes(xs[0], axis, "sum"), keepdims)(xs[0])[0]
+
+
+def mean(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """``mean(x, axis=None, keepdims=False)``: mean of one tensor over ``axis`` (an int,
+    a tuple, or None for all), PyTorch-style: the reduced axes are dropped unless
+    ``keepdims``. ``mean(a, b, ...)`` with several tensors: their elementwise mean
+    (SINGA's form; they broadcast together and share one floating dtype)."""
+    xs, axis, keepdims = _split_args("mean", args, axis, keepdims)
+    if len(xs) > 1:
+        return _elementwise("mean", xs)
+    return ReduceMean(_norm_axes(xs[0], axis, "mean"), keepdims)(xs[0])[0]
 
 
 def _scan(a: Any, axis: int, exclusive: bool, reverse: bool) -> Any:

@@ -72,6 +72,13 @@ class DataLoader:
             ``x`` batch (e.g. :func:`singa.image_tool.augment_batch`); ``rng`` is a numpy
             Generator seeded by (seed, epoch, batch index), so augmentations repeat
             exactly in a resumed run.
+        num_replicas, rank: data-parallel sharding. Each epoch's order is cut into
+            global batches of ``num_replicas * batch_size`` samples and replica ``rank``
+            takes its ``batch_size`` slice of each, so the replicas see disjoint samples
+            and together the batches one process would see with the global batch size
+            (the same seed gives every replica the same order). A last global batch
+            that is not full is shared out as evenly as possible (replicas may get one
+            sample fewer, or none) unless ``drop_last``.
 
     Batches are new float32 arrays (never views of ``x``); labels are int32.
     """
@@ -87,6 +94,8 @@ class DataLoader:
         mean: float | Sequence[float] | np.ndarray | None = None,
         std: float | Sequence[float] | np.ndarray | None = None,
         transform: Callable[[np.ndarray, np.random.Generator], np.ndarray] | None = None,
+        num_replicas: int = 1,
+        rank: int = 0,
     ):
         self.x = np.asarray(x)
         self.y = None if y is None else np.asarray(y)
@@ -97,6 +106,10 @@ class DataLoader:
         if int(batch_size) < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
+        if int(num_replicas) < 1 or not 0 <= int(rank) < int(num_replicas):
+            raise ValueError(f"DataLoader: need 0 <= rank < num_replicas, got rank {rank} of {num_replicas}")
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         if seed is None:
@@ -116,9 +129,10 @@ class DataLoader:
         return len(self.x)
 
     def __len__(self) -> int:
-        """Number of batches per epoch."""
+        """Number of batches per epoch (the same for every replica)."""
         n = len(self.x)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        step = self.batch_size * self.num_replicas
+        return n // step if self.drop_last else math.ceil(n / step)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` epoch ``epoch`` (its shuffle order depends only on seed and epoch)."""
@@ -145,11 +159,24 @@ class DataLoader:
         self.epoch += 1
         return self._batches(order, self.epoch - 1)
 
-    def _batches(self, order: np.ndarray | None, epoch: int = 0) -> Iterator:
+    def _spans(self) -> Iterator[tuple[int, int]]:
+        """(start, end) of this replica's slice of each global batch."""
         n = len(self.x)
-        stop = n - n % self.batch_size if self.drop_last else n
-        for start in range(0, stop, self.batch_size):
-            end = min(start + self.batch_size, n)
+        step = self.batch_size * self.num_replicas
+        stop = n - n % step if self.drop_last else n
+        for lo in range(0, stop, step):
+            size = min(step, n - lo)
+            if size == step:
+                start = lo + self.rank * self.batch_size
+                yield start, start + self.batch_size
+            else:  # the last, partial global batch: shared out evenly
+                bounds = np.linspace(0, size, self.num_replicas + 1).round().astype(int)
+                yield lo + int(bounds[self.rank]), lo + int(bounds[self.rank + 1])
+
+    def _batches(self, order: np.ndarray | None, epoch: int = 0) -> Iterator:
+        for start, end in self._spans():
+            if end <= start:
+                continue
             if order is None:
                 xb, yb = self.x[start:end], None if self.y is None else self.y[start:end]
             else:

@@ -4,7 +4,11 @@ A layer creates its parameters on the first call, from the input's shape
 (``Linear(10)`` needs no input size), unless the sizes were given up front.
 Sublayers and tensors are found by walking the layer's attributes, including inside
 lists, tuples and dicts, and named by their dotted path (``block1.layers.1.W``).
-Names are computed when listed and never stored on the tensors.
+Once created, each tensor also carries that name in ``Tensor.name`` (as in SINGA):
+a layer names the tensors below it after its first call (from the outermost layer
+holding it: each layer remembers the first layer attribute it was assigned to), and
+a :class:`~singa.model.Model` renames them after ``compile`` and after any call that
+created tensors (so ``m.linear1.W.name == "linear1.W"``).
 
 Tensors held by a layer are its state: those with ``stores_grad`` are parameters
 (:meth:`Layer.get_params`), the others buffers such as BatchNorm's running
@@ -26,6 +30,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +85,28 @@ def _is_array(v: Any) -> bool:
     return isinstance(v, Tensor | np.ndarray | np.generic) or type(v).__module__.partition(".")[0] == "cupy"
 
 
+def _adopt(parent: Layer, path: str, value: Any) -> None:
+    """Remember, in each layer found in ``value`` (inside lists, tuples and dicts too),
+    the first layer and attribute path it was assigned to (by weak reference, so a
+    sublayer neither keeps its parent alive nor drags it into a copy)."""
+    if isinstance(value, Layer):
+        if value is not parent and "_owner" not in value.__dict__:
+            value.__dict__["_owner"] = (weakref.ref(parent), path)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if isinstance(v, Layer | list | tuple | dict):
+                _adopt(parent, f"{path}.{i}", v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, Layer | list | tuple | dict):
+                _adopt(parent, f"{path}.{k}", v)
+
+
+#: how many layers have run their ``initialize`` (a Model renames its tensors when
+#: this changes during one of its calls)
+initializations = 0
+
+
 class Layer:
     """Base class of layers and models.
 
@@ -94,6 +121,11 @@ class Layer:
         self._initialized = False
         self._initialize_hook: Callable[..., None] | None = None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if not name.startswith("_"):
+            _adopt(self, name, value)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # As in SINGA, ``initialize`` also runs when a program calls ``forward`` directly
         # on a layer that has not been called yet, and an explicit ``initialize(x)`` call
@@ -105,8 +137,12 @@ class Layer:
             cls.initialize = _marking_initialize(vars(cls)["initialize"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.initialized:
+            return self.forward(*args, **kwargs)
         self.ensure_initialized(*args, **kwargs)
-        return self.forward(*args, **kwargs)
+        out = self.forward(*args, **kwargs)
+        self.name_states()
+        return out
 
     # ----- lazy parameter creation ---------------------------------------------------------
     def initialize(self, *args: Any, **kwargs: Any) -> None:
@@ -116,6 +152,7 @@ class Layer:
         """Run :meth:`initialize` on these inputs unless it has run already. A load hook
         (:meth:`set_initialize_hook`) is removed and called as ``hook(create, *args,
         **kwargs)`` instead, where ``create()`` runs ``initialize``."""
+        global initializations
         if self.initialized:
             return
         hook, self._initialize_hook = getattr(self, "_initialize_hook", None), None
@@ -124,6 +161,7 @@ class Layer:
         else:
             hook(lambda: self.initialize(*args, **kwargs), *args, **kwargs)
         self._initialized = True
+        initializations += 1
 
     @property
     def initialized(self) -> bool:
@@ -174,6 +212,28 @@ class Layer:
                     yield from visit(prefix + k, v)
 
         yield from visit_attrs("", self)
+
+    def name_states(self) -> None:
+        """Set ``Tensor.name`` of every tensor below this layer to its dotted path from
+        the outermost layer holding this one (``linear1.W``)."""
+        prefix = self._path()
+        for n, o in self._walk():
+            if isinstance(o, Tensor):
+                o.name = f"{prefix}.{n}" if prefix else n
+
+    def _path(self) -> str:
+        """The dotted path of this layer from the outermost layer that holds it (each
+        layer remembers the first attribute of a layer it was assigned to)."""
+        parts: list[str] = []
+        node, seen = self, {id(self)}
+        while True:
+            owner = node.__dict__.get("_owner")
+            parent = None if owner is None else owner[0]()
+            if parent is None or id(parent) in seen:
+                return ".".join(reversed(parts))
+            node = parent
+            seen.add(id(node))
+            parts.append(owner[1])
 
     def sublayers(self) -> dict[str, Layer]:
         """Every layer below this one, by dotted name."""

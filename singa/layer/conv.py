@@ -242,8 +242,9 @@ class Pooling2d(Layer):
         is_max: max pooling (padding counts as -inf) or average pooling.
         ceil_mode: round the output size up (keyword only).
         count_include_pad: average pooling divides by the full window, padded zeros
-            included (the default, as SINGA and ONNX AveragePool with count_include_pad=1),
-            or by the number of real cells (keyword only).
+            included, or by the number of real cells (the default, as SINGA's oneDNN and
+            cuDNN kernels and ONNX AveragePool's default count_include_pad=0; keyword
+            only).
         {pad}
     """
 
@@ -257,7 +258,7 @@ class Pooling2d(Layer):
         name: str | None = None,
         *,
         ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        count_include_pad: bool = False,
     ):
         super().__init__(name)
         self.ceil_mode = bool(ceil_mode)
@@ -372,7 +373,7 @@ class MaxPool1d(_Pool1d):
 class AvgPool1d(_Pool1d):
     """1-D average pooling: ``AvgPool1d(kernel_size, stride=None, padding=0,
     pad_mode="NOTSET")`` over (N, C, L) (or SINGA's (N, C, 1, L)) inputs; padded zeros are
-    counted; ``pad_mode`` as in :class:`Pooling2d`."""
+    not counted (as SINGA's kernels); ``pad_mode`` as in :class:`Pooling2d`."""
 
     is_max = False
 

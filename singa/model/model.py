@@ -44,6 +44,7 @@ from typing import Any
 import singa.autograd as _ag
 from singa.autograd import buffers
 from singa.autograd.engine import no_grad
+from singa.layer import base as _layer_base
 from singa.layer.base import Layer
 from singa.model import precision as _precision
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
@@ -89,6 +90,8 @@ class Model(Layer):
         _precision.attach_scaler(self, optimizer)
         self.optimizer = optimizer
         self._graphs.clear()
+        if self.initialized:  # compiled (or called) already: its states exist
+            self._share_rank0_states()
 
     # ----- configuration ---------------------------------------------------------------------
     def compile(
@@ -131,18 +134,32 @@ class Model(Layer):
         for n, arr in before.items():
             if n in states:
                 states[n].data[...] = arr
+        self.name_states()
         if precision is not None:
             _precision.set_precision(self, precision)
+        self._share_rank0_states()
         self.train(is_train)
         self.graph(use_graph, sequential)
 
+    def _share_rank0_states(self) -> None:
+        """Data-parallel training: every rank starts from rank 0's states."""
+        from singa.opt.dist import DistOpt
+
+        if isinstance(self.optimizer, DistOpt):
+            self.optimizer.broadcast_params(self.get_states())
+
     def train(self, mode: bool = True) -> Model:
-        """Training mode: calling the model runs ``train_one_batch``. Returns self."""
+        """Training mode: calling the model runs ``train_one_batch``. As in SINGA this
+        also sets ``autograd.training`` to ``mode`` (so operators keep what backward
+        needs only in training mode). Returns self."""
         super().train(mode)
+        _ag.training = bool(mode)
         return self
 
     def eval(self) -> Model:
-        """Evaluation mode: calling the model runs ``forward``. Returns self."""
+        """Evaluation mode: calling the model runs ``forward`` and ``autograd.training``
+        is False (operators still record their graph, for ``sonnx.to_onnx``, but keep
+        no backward caches). Returns self."""
         return self.train(False)
 
     def graph(self, mode: bool = True, sequential: bool = False) -> None:
@@ -156,10 +173,12 @@ class Model(Layer):
 
     # ----- calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``train_one_batch(*args)`` in training mode (recording for backward whatever
-        ``autograd.training`` was), ``forward(*args)`` in evaluation mode (recording
-        nothing). In graph mode the call is traced or replayed."""
+        """``train_one_batch(*args)`` in training mode (keeping what backward needs
+        whatever ``autograd.training`` was), ``forward(*args)`` in evaluation mode
+        (recording the graph without backward caches). In graph mode the call is traced
+        or replayed. Tensors created by the call get their dotted names."""
         training = self.training
+        made = _layer_base.initializations
         if not training:
             self.ensure_initialized(*args, **kwargs)
         fn = self.train_one_batch if training else self.forward
@@ -173,6 +192,8 @@ class Model(Layer):
             return fn(*args, **kwargs)
         finally:
             _ag.training = prev
+            if made != _layer_base.initializations:
+                self.name_states()
 
     def _signature(self, training: bool, args: tuple, kwargs: dict) -> tuple | None:
         """The trace cache key, or None when the arguments cannot be keyed."""

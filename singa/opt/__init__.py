@@ -15,9 +15,13 @@ Example::
         sgd.update(p, g)
     # or, equivalently plus a scheduler step:
     sgd(loss)
+
+Data-parallel training wraps any of them: ``opt.DistOpt(sgd)`` (see
+:mod:`singa.opt.dist`; launch with ``mpiexec -n N python train.py``).
 """
 
 from singa.opt.base import Optimizer, clip_by_global_norm, global_norm
+from singa.opt.dist import DistOpt
 from singa.opt.optimizers import SGD, AdaGrad, Adam, AdamW, RMSProp
 from singa.opt.scaler import LossScaler
 from singa.opt.schedulers import (
@@ -44,5 +48,6 @@ __all__ = [
     "CosineDecay",
     "LossScaler",
     "clip_by_global_norm",
+    "DistOpt",
     "global_norm",
 ]

@@ -1,7 +1,17 @@
 """SGD, Adam, AdamW, RMSProp and AdaGrad with PyTorch's update formulas.
 
-All updates are in place on the parameter arrays (and on the slot arrays), and
-hyperparameters are validated at construction.
+The constructors take SINGA's arguments in SINGA's order and with SINGA's defaults
+(``SGD(lr, momentum, dampening, weight_decay, nesterov, dtype)``,
+``Adam(lr, beta_1, beta_2, epsilon, weight_decay)``, ``RMSProp(lr, rho, epsilon,
+weight_decay)``, ``AdaGrad(lr, epsilon, weight_decay)``); PyTorch's extra options
+follow, and ``clip_norm`` is keyword-only. All updates are in place on the parameter
+arrays (and on the slot arrays), and hyperparameters are validated at construction.
+
+Where we differ from SINGA: the update formulas are PyTorch's (RMSProp and AdaGrad
+divide by ``sqrt(s) + eps`` where SINGA uses ``sqrt(s + eps)``; Adam's bias correction
+counts each parameter's own updates); hyperparameters are numbers, not schedules (only
+``lr`` takes a scheduler); ``step_counter`` is an int (SINGA's is a one-element Tensor;
+``lr_value`` is one, as in SINGA).
 
 Example::
 
@@ -48,6 +58,7 @@ class SGD(Optimizer):
     """
 
     slot_names = ("momentum",)
+    singa_slots = {"moments": "momentum"}
 
     def __init__(
         self,
@@ -56,10 +67,11 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
-        clip_norm: float | None = None,
         dtype: Any = None,
+        *,
+        clip_norm: float | None = None,
     ):
-        super().__init__(lr, clip_norm, dtype)
+        super().__init__(lr, dtype, clip_norm)
         _nonneg("SGD", momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         _flag("SGD", nesterov=nesterov)
         if nesterov and (momentum <= 0 or dampening != 0):
@@ -123,20 +135,22 @@ class Adam(Optimizer):
     """
 
     slot_names = ("m", "v", "max_v")
+    singa_slots = {"m": "m", "v": "v"}
     _decoupled = False
 
     def __init__(
         self,
-        lr: Any = 0.001,
+        lr: Any = 0.1,
         beta_1: float = 0.9,
         beta_2: float = 0.999,
         epsilon: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
-        clip_norm: float | None = None,
         dtype: Any = None,
+        *,
+        clip_norm: float | None = None,
     ):
-        super().__init__(lr, clip_norm, dtype)
+        super().__init__(lr, dtype, clip_norm)
         cls = type(self).__name__
         _unit(cls, beta_1=beta_1, beta_2=beta_2)
         _nonneg(cls, epsilon=epsilon, weight_decay=weight_decay)
@@ -204,10 +218,11 @@ class AdamW(Adam):
         epsilon: float = 1e-8,
         weight_decay: float = 0.01,
         amsgrad: bool = False,
-        clip_norm: float | None = None,
         dtype: Any = None,
+        *,
+        clip_norm: float | None = None,
     ):
-        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, amsgrad, clip_norm, dtype)
+        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, amsgrad, dtype, clip_norm=clip_norm)
 
 
 class RMSProp(Optimizer):
@@ -219,19 +234,21 @@ class RMSProp(Optimizer):
     """
 
     slot_names = ("square_avg", "grad_avg", "momentum")
+    singa_slots = {"running_average": "square_avg"}
 
     def __init__(
         self,
-        lr: Any = 0.01,
-        rho: float = 0.99,
+        lr: Any = 0.1,
+        rho: float = 0.9,
         epsilon: float = 1e-8,
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
-        clip_norm: float | None = None,
         dtype: Any = None,
+        *,
+        clip_norm: float | None = None,
     ):
-        super().__init__(lr, clip_norm, dtype)
+        super().__init__(lr, dtype, clip_norm)
         _unit("RMSProp", rho=rho)
         _nonneg("RMSProp", epsilon=epsilon, weight_decay=weight_decay, momentum=momentum)
         _flag("RMSProp", centered=centered)
@@ -296,18 +313,20 @@ class AdaGrad(Optimizer):
     """
 
     slot_names = ("sum",)
+    singa_slots = {"history": "sum"}
 
     def __init__(
         self,
-        lr: Any = 0.01,
-        lr_decay: float = 0.0,
+        lr: Any = 0.1,
+        epsilon: float = 1e-8,
         weight_decay: float = 0.0,
+        lr_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
-        epsilon: float = 1e-10,
-        clip_norm: float | None = None,
         dtype: Any = None,
+        *,
+        clip_norm: float | None = None,
     ):
-        super().__init__(lr, clip_norm, dtype)
+        super().__init__(lr, dtype, clip_norm)
         _nonneg(
             "AdaGrad",
             lr_decay=lr_decay,

@@ -1,5 +1,6 @@
 """Learning-rate schedules: ``lr = scheduler(step)``.
 
+A scheduler called with a Tensor holding the step (SINGA's form) returns a Tensor.
 An optimizer given a scheduler as its ``lr`` evaluates it at the number of
 completed ``backward_and_update`` calls (``optimizer.step_counter``), so the first
 update uses ``scheduler(0)``. Every scheduler takes an optional linear warm-up:
@@ -16,6 +17,10 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
+
+from singa.tensor import Tensor
 
 __all__ = ["Scheduler", "DecayScheduler", "Constant", "ExponentialDecay", "StepDecay", "CosineDecay"]
 
@@ -51,14 +56,29 @@ class Scheduler:
         self.init_value = float(init_value)
         self.warmup_steps = warmup_steps
 
-    def __call__(self, step: int) -> float:
-        """The learning rate at ``step`` (0-based count of completed steps)."""
+    def __call__(self, step: Any) -> Any:
+        """The learning rate at ``step`` (0-based count of completed steps). Called
+        with a Tensor holding the step (as SINGA's schedulers are), it returns the rate
+        as a float32 Tensor of shape (1,) on that tensor's device."""
+        singa_style = type(self).call is not Scheduler.call
+        if isinstance(step, Tensor):
+            return self.call(step)
+        if singa_style:  # a subclass written for SINGA: it defines call(step tensor)
+            out = self.call(Tensor((1,), data=[float(step)], requires_grad=False))
+            return float(out.to_numpy().reshape(-1)[0])
         step = int(step)
         if step < 0:
             raise ValueError(f"{type(self).__name__}: step must be >= 0, got {step}")
         if step < self.warmup_steps:
             return self.init_value * (step + 1) / self.warmup_steps
         return self.value(step - self.warmup_steps)
+
+    def call(self, step: Tensor) -> Tensor:
+        """SINGA's hook: the rate at the step held by Tensor ``step``, as a float32
+        Tensor of shape (1,). A subclass written for SINGA may override this instead of
+        :meth:`value`."""
+        value = self(int(float(step.to_numpy().reshape(-1)[0])))
+        return Tensor((1,), step.device, np.float32, data=[value], requires_grad=False)
 
     def value(self, step: int) -> float:
         """The schedule at ``step`` steps after the warm-up."""

@@ -15,7 +15,7 @@ from onnx import helper
 
 from singa import autograd
 from singa.autograd import activation, elementwise, indexing, linalg
-from singa.autograd import shape as sh
+from singa.autograd import shaping as sh
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, builds
 from singa.tensor import Tensor
 

@@ -9,9 +9,8 @@ outputs' creators gives every operator, in topological order, and every leaf ten
 which is
 
 * one of ``inputs`` (the same Tensor, or a Tensor of the same array): a graph input;
-  a tensor holding exactly an input's elements (``flatten(x)`` run on an input that
-  requires no gradient, which records nothing) is that input reshaped to
-  ``(-1, *shape[1:])``;
+  a tensor holding exactly an input's elements (``flatten(x)`` run under ``no_grad()``,
+  which records nothing) is that input reshaped to ``(-1, *shape[1:])``;
 * a tensor that stores its gradient: a parameter, exported as a named initializer;
 * a state input of an operator with a training mode (BatchNorm's running statistics):
   a named initializer too (:meth:`RecordedGraph.state_names`);
@@ -43,9 +42,9 @@ from singa.autograd.normalization import BatchNorm2d
 from singa.tensor import Tensor
 
 _HOW_TO_RECORD = (
-    "compute the outputs with autograd.training = True from the same input tensors right before "
-    "exporting (y = model.forward(x): calling model(x) in eval mode records nothing), or pass the model "
-    "(or a function) that computes them instead of the tensors"
+    "compute the outputs from the same input tensors right before exporting, outside no_grad() "
+    "(y = model.forward(x); in training or evaluation mode), or pass the model (or a function) that "
+    "computes them instead of the tensors"
 )
 
 
@@ -101,29 +100,10 @@ class RecordedGraph:
             raise RecordError(self._unused_message())
 
     def _unused_message(self) -> str:
-        """Why no input was reached: the likeliest cause first."""
-        head = "ONNX export: the outputs do not depend on the inputs through recorded operators"
-        free = [k for k, x in enumerate(self.inputs) if not x.requires_grad]
-        if not free:
-            return (
-                head
-                + " (were they computed with autograd.training = False, or from other input tensors?); "
-                + _HOW_TO_RECORD
-            )
-        sizes = {x.size() for x in self.inputs}
-        derived = sorted({tuple(t.shape) for t in self._constants() if t.ndim() > 0 and t.size() in sizes})
+        """Why no input was reached."""
         return (
-            head
-            + f": input(s) {free} require no gradient (tensor.from_numpy gives requires_grad=False), so the "
-            "operators run on them before they met a parameter (a transpose, an arithmetic operator, a "
-            "reshape that copies) recorded nothing and the graph starts at their results"
-            + (
-                f" (here leaves of shape {', '.join(map(str, derived))}, as many elements as an input)"
-                if derived
-                else ""
-            )
-            + ", which would be baked into the file as constants; set x.requires_grad = True before "
-            "computing the outputs (SINGA's tensor.Tensor(shape) has it), or " + _HOW_TO_RECORD
+            "ONNX export: the outputs do not depend on the inputs through recorded operators "
+            "(were they computed under no_grad(), or from other input tensors?); " + _HOW_TO_RECORD
         )
 
     # ----- walking ---------------------------------------------------------------------------------
@@ -136,8 +116,8 @@ class RecordedGraph:
             return ("x", k)
         for k, x in enumerate(self.inputs):
             if t.ndim() > 0 and _same_buffer(t.data, x.data):
-                # a reshape of an input that requires no gradient (flatten(x) first): not
-                # recorded, but the same elements: replayed as reshape(x, (-1, *rest))
+                # a reshape of an input not recorded (flatten(x) under no_grad), but the
+                # same elements: replayed as reshape(x, (-1, *rest))
                 self.used.add(k)
                 return ("xr", k, tuple(t.shape[1:]))
         return ("leaf", t)
@@ -149,10 +129,10 @@ class RecordedGraph:
             return self._leaf(y)
         raise RecordError(
             f"ONNX export: output {j} (shape {y.shape}) has no recorded graph: it was computed while "
-            "autograd was not recording (autograd.training = False or no_grad), from tensors that "
-            "require no gradient, or by a Model in graph mode (compile(..., use_graph=True): its "
-            "training steps and forward calls replay a compiled graph, whose outputs carry no autograd "
-            "graph; y = model.forward(x) runs eagerly); " + _HOW_TO_RECORD
+            "autograd was not recording (inside no_grad()), or by a Model in graph mode "
+            "(compile(..., use_graph=True): its training steps and forward calls replay a compiled "
+            "graph, whose outputs carry no autograd graph; y = model.forward(x) runs eagerly); "
+            + _HOW_TO_RECORD
         )
 
     def _walk(self, roots: list) -> None:
@@ -224,7 +204,7 @@ class RecordedGraph:
                     continue
                 # batch statistics; in-place state updates go to copies
                 args = [
-                    Tensor._wrap(a.data.copy(), a.device) if r[0] == "leaf" and not a.requires_grad else a
+                    Tensor._wrap(a.data.copy(), a.device) if r[0] == "leaf" and not a.stores_grad else a
                     for a, r in zip(args, self._args[id(op)])
                 ]
             elif training:
@@ -247,10 +227,8 @@ class RecordedGraph:
                 f" at batch size {b} (recorded at {b0}): the recording holds something tied to the batch "
                 "size: a reshape target computed from x.shape, or a constant"
                 + (f" (here of shape {', '.join(tied)})" if tied else "")
-                + " such as labels (give them among the inputs) or values computed from the inputs before "
-                "they met a parameter (not recorded while the inputs require no gradient: set "
-                "x.requires_grad = True first); export with dynamic_batch=False, or pass the model instead "
-                "of the tensors"
+                + " such as labels (give them among the inputs); export with dynamic_batch=False, or pass "
+                "the model instead of the tensors"
             )
         return msg
 
@@ -287,9 +265,7 @@ class RecordedGraph:
             raise RecordError(
                 f"ONNX export: the recording holds constant(s) of shape {shapes} whose axis 0 is the batch "
                 f"size {b}, which a dynamic batch cannot replay: labels or other per-example data (give "
-                "them among the inputs), or values computed from the inputs before they met a parameter "
-                "(not recorded while the inputs require no gradient: set x.requires_grad = True before "
-                "computing the outputs); for a genuine constant of that size export at another batch "
+                "them among the inputs); for a genuine constant of that size export at another batch "
                 "size, or with dynamic_batch=False"
             )
 

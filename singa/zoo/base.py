@@ -19,6 +19,7 @@ from typing import Any
 
 from singa import layer, model
 from singa.layer.base import Layer
+from singa.opt.dist import DIST_OPTIONS, backward_with_option
 from singa.tensor import Tensor
 
 __all__ = ["Classifier", "SMALL_IMAGE", "image_hw"]
@@ -116,16 +117,18 @@ class Classifier(model.Model):
         """One training step: forward, softmax cross-entropy against the int labels
         ``y``, then ``self.optimizer(loss)`` (backward and update). Returns
         ``(out, loss)``. ``dist_option`` and ``spars`` are SINGA's distributed-training
-        arguments; only ``"plain"`` is supported."""
-        if dist_option != "plain":
+        arguments (see :func:`singa.opt.dist.backward_with_option`): ``"plain"``, or with
+        a :class:`~singa.opt.DistOpt` ``"half"``, ``"partialUpdate"``, ``"sparseTopK"``
+        or ``"sparseThreshold"``."""
+        if dist_option not in DIST_OPTIONS:
             raise ValueError(
-                f"{type(self).__name__}: only dist_option='plain' is supported, got {dist_option!r}"
+                f"{type(self).__name__}: dist_option must be one of {list(DIST_OPTIONS)}, got {dist_option!r}"
             )
         if self.optimizer is None:
             raise RuntimeError(f"{type(self).__name__}: call set_optimizer(...) before training")
         out = self.forward(x)
         loss = self.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
+        backward_with_option(self.optimizer, loss, dist_option, spars)
         return out, loss
 
     def __repr__(self) -> str:

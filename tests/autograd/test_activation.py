@@ -101,7 +101,7 @@ def test_float32_in_float32_out(name):
 def test_nothing_kept_without_grad(name):
     fn, _, _ = ACTIVATIONS[name]
     y = fn(T(np.linspace(-2, 2, 5), requires_grad=False))
-    assert y.creator is None
+    assert y.creator.cache is None and not y.creator.requires_grad  # recorded as in SINGA
 
 
 @pytest.mark.parametrize(
@@ -275,15 +275,21 @@ def test_backward_does_not_modify_dy():
 @pytest.mark.parametrize("name", act.__all__)
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
 def test_integer_and_bool_inputs_raise_naming_op_and_dtype(name, dtype):
-    fn = getattr(autograd, name)
     x = T(np.ones((2, 3)), requires_grad=False, dtype=dtype)
     with pytest.raises(ValueError, match=rf"^{name}: .*floating-point.*{np.dtype(dtype)}"):
-        fn(x)
+        _call(name, x)
+
+
+def _call(name, x):
+    """The activation ``name`` applied to x (prelu with a slope of x's dtype)."""
+    if name == "prelu":
+        return autograd.prelu(x, T(np.full(x.shape[-1:], 0.25), requires_grad=False, dtype=x.dtype))
+    return getattr(autograd, name)(x)
 
 
 @pytest.mark.parametrize("name", act.__all__)
 def test_float16_inputs_are_accepted(name):
-    y = getattr(autograd, name)(T(np.linspace(-2, 2, 6).reshape(2, 3), requires_grad=False, dtype=np.float16))
+    y = _call(name, T(np.linspace(-2, 2, 6).reshape(2, 3), requires_grad=False, dtype=np.float16))
     assert y.dtype == np.float16
 
 
@@ -300,3 +306,37 @@ def test_hardsigmoid_gamma_and_its_beta_alias():
         assert y.creator.beta == 0.4
     with pytest.raises(ValueError, match="hardsigmoid: gamma=0.1 and beta=0.4"):
         autograd.hardsigmoid(x, gamma=0.1, beta=0.4)
+
+
+# ----- prelu ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("xs", "ss"), [((2, 3, 4, 5), (3, 1, 1)), ((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 4), ())]
+)
+def test_prelu_values_and_gradients(xs, ss):
+    rng = np.random.default_rng(6)
+    x = rng.uniform(0.1, 2, xs) * rng.choice([-1, 1], xs)
+    s = rng.uniform(-0.5, 0.5, ss)
+    y = autograd.prelu(T(x), T(s))
+    np.testing.assert_allclose(y.to_numpy(), np.where(x > 0, x, x * s), rtol=1e-15)
+    gradcheck(autograd.prelu, [x, s])
+
+
+def test_prelu_singa_class_and_gradient_at_zero():
+    x, s = T(np.array([-2.0, 0.0, 3.0])), T(np.array([0.25]))
+    y = autograd.PRelu()(x, s)[0]
+    dx, ds = y.creator.backward(np.ones(3))
+    np.testing.assert_array_equal(dx, [0.25, 0.25, 1.0])  # slope at 0, as leakyrelu and PyTorch
+    np.testing.assert_array_equal(ds, [-2.0])
+
+
+def test_prelu_shapes_broadcast_both_ways_as_singa():
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.1, 1, (1, 4, 1, 6)) * rng.choice([-1, 1], (1, 4, 1, 6))
+    s = rng.uniform(0, 1, (3, 1, 5, 6))
+    y = autograd.prelu(T(x), T(s))
+    np.testing.assert_allclose(y.to_numpy(), np.where(x > 0, x, x * s))
+    gradcheck(autograd.prelu, [x, s])
+    with pytest.raises(ValueError, match=r"^prelu: shapes of x \(4,\) and slope \(3,\) do not broadcast"):
+        autograd.prelu(T(np.ones(4)), T(np.ones(3)))
+    with pytest.raises(ValueError, match=r"^prelu: needs inputs of one dtype"):
+        autograd.prelu(T(np.ones(4)), T(np.ones(4), dtype=np.float32))

@@ -220,7 +220,7 @@ def test_unary_float32_and_no_cache_without_grad(name):
     (g,) = grads(y, tx)
     assert g.dtype == np.float32 and g.shape == x.shape
     frozen = fn(T(x, requires_grad=False))
-    assert frozen.creator is None and frozen.dtype == np.float32
+    assert frozen.creator.cache is None and frozen.dtype == np.float32  # recorded, no cache
 
 
 def test_unary_ops_keep_nothing_when_not_recording():
@@ -305,3 +305,30 @@ def test_cast_gradcheck_and_forward():
     np.testing.assert_array_equal(y.to_numpy(), x.astype(np.int32))
     t = Tensor(data=x, dtype=np.float64)
     assert autograd.cast(t, np.float64) is t
+
+
+# ----- SINGA's identity, negative, reciprocal -----------------------------------------------
+def test_identity_negative_reciprocal_values_and_gradients():
+    x = np.random.default_rng(4).uniform(0.5, 2, (3, 4)) * np.random.default_rng(5).choice([-1, 1], (3, 4))
+    np.testing.assert_array_equal(autograd.identity(T(x)).to_numpy(), x)
+    np.testing.assert_array_equal(autograd.negative(T(x)).to_numpy(), -x)
+    np.testing.assert_allclose(autograd.reciprocal(T(x)).to_numpy(), 1 / x, rtol=1e-15)
+    for fn in (autograd.identity, autograd.negative, autograd.reciprocal):
+        gradcheck(fn, [x])
+
+
+def test_singa_classes_identity_negative_reciprocal():
+    x = T(np.array([2.0, -4.0], np.float32))
+    assert autograd.Negative is ew.Neg
+    for cls, dx in (
+        (autograd.Identity, [1, 1]),
+        (autograd.Negative, [-1, -1]),
+        (autograd.Reciprocal, [-0.25, -0.0625]),
+    ):
+        y = cls()(x)[0]
+        np.testing.assert_allclose(y.creator.backward(np.ones(2, np.float32)), dx)
+
+
+def test_reciprocal_of_integers_raises():
+    with pytest.raises(ValueError, match=r"^reciprocal: needs a floating-point tensor, got int64"):
+        autograd.reciprocal(T(np.arange(3)))

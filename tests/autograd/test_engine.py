@@ -49,7 +49,7 @@ def test_requires_grad_false_stops_the_walk():
     frozen = Tensor(data=[1.0, 1.0], dtype=np.float64, requires_grad=False)
     y = autograd.mul(autograd.add(frozen, frozen), a)
     grads = autograd.gradients(y, dy=np.ones(2))
-    assert set(grads) == {a}
+    assert set(grads) == {id(a)}  # keyed by id(tensor) as in SINGA
 
 
 def test_src_keeps_leaves_but_no_intermediate_value():
@@ -82,19 +82,24 @@ def test_parameter_frozen_after_creation_gets_no_gradient():
     w.requires_grad = False  # stores_grad stays True
     y = Mul()(w, v)[0]
     grads = autograd.gradients(y, dy=np.ones(2))
-    assert set(grads) == {v}
+    assert set(grads) == {id(v)}
     np.testing.assert_array_equal(grads[v].to_numpy(), [1.0, 2.0])
 
 
-def test_no_graph_when_not_training_or_no_grad():
+def test_graph_recorded_without_caches_when_not_training_and_nothing_under_no_grad():
+    """As SINGA's operators, ours record creator and src whatever autograd.training
+    says; training only decides whether backward caches are kept."""
     a = param([1.0])
     autograd.training = False
-    assert autograd.mul(a, a).creator is None
+    y = autograd.mul(a, a)
+    assert y.creator is not None and y.creator.src == [(None, 0, a), (None, 0, a)]
+    assert y.creator.cache is None and not y.creator.requires_grad and y.requires_grad
     autograd.training = True
     with autograd.no_grad():
         assert autograd.mul(a, a).creator is None
     assert autograd.training is True
-    assert autograd.mul(a, a).creator is not None
+    y = autograd.mul(a, a)
+    assert y.creator is not None and y.creator.cache is not None
 
 
 def test_non_scalar_needs_dy():
@@ -141,6 +146,87 @@ def test_backward_without_a_recorded_graph_says_why():
     autograd.training = True
     with pytest.raises(RuntimeError, match="autograd.training"):
         list(autograd.backward(y))
+    with autograd.no_grad():
+        y = autograd.mul(a, a)
+    with pytest.raises(RuntimeError, match="autograd.training"):
+        list(autograd.backward(y))
+
+
+def test_from_numpy_and_tensor_default_require_but_do_not_store_gradients():
+    x = tensor.from_numpy(np.ones((2, 3), np.float32))
+    t = Tensor((2, 3))
+    assert (x.requires_grad, x.stores_grad) == (True, False) == (t.requires_grad, t.stores_grad)
+    y = autograd.relu(x)
+    assert y.creator is not None and y.requires_grad
+
+
+class _CountingMatMul(autograd.Operation):
+    """A matmul that counts which input gradients its backward computes."""
+
+    computed: list = []
+
+    def forward(self, a, b):
+        if self.requires_grad:
+            self.cache = (a, b)
+        return a @ b
+
+    def backward(self, dy):
+        a, b = self.cache
+        _CountingMatMul.computed.append(self.needs_grad)
+        da = dy @ b.T if self.needs_grad[0] else None
+        db = a.T @ dy if self.needs_grad[1] else None
+        return da, db
+
+
+def test_walker_computes_no_gradient_for_inputs_that_store_none():
+    """An input batch requires a gradient (SINGA's default) but stores none: the walker
+    neither computes nor yields its gradient, also through operators run on it first."""
+    w = param(np.ones((3, 2)))
+    x = tensor.from_numpy(np.ones((4, 3)))
+    x2 = autograd.mul(x, x)  # an operator on the input before it meets a parameter
+    y = _CountingMatMul()(x2, w)[0]
+    assert y.creator.needs_grad == (True, True)  # both cached, as SINGA keeps them
+    _CountingMatMul.computed.clear()
+    grads = autograd.gradients(autograd.sum(y))
+    assert list(grads) == [id(w)]
+    assert _CountingMatMul.computed == [(False, True)]
+
+
+def test_direct_backward_on_a_creator_gives_every_input_gradient():
+    """SINGA's tests call y.creator.backward(dy) directly on operators run on
+    from_numpy inputs: the caches and all input gradients are there."""
+    a = tensor.from_numpy(np.array([1.0, 2.0]))
+    b = tensor.from_numpy(np.array([3.0, 5.0]))
+    y = autograd.mul(a, b)
+    da, db = y.creator.backward(np.ones(2))
+    np.testing.assert_array_equal(da, [3.0, 5.0])
+    np.testing.assert_array_equal(db, [1.0, 2.0])
+
+
+def test_gradients_keyed_by_id_and_indexable_by_tensor():
+    w = param([1.0, 2.0])
+    g = autograd.gradients(autograd.sum(autograd.mul(w, w)))
+    assert list(g.keys()) == [id(w)]
+    np.testing.assert_array_equal(g[id(w)].to_numpy(), [2.0, 4.0])
+    assert g[w] is g[id(w)] and w in g and g.get(w) is g[w]
+
+
+def test_output_that_stores_its_gradient_is_yielded():
+    w = param([1.0, 2.0])
+    y = autograd.sum(autograd.mul(w, w))
+    y.stores_grad = True
+    g = autograd.gradients(y)
+    assert set(g) == {id(y), id(w)}
+    np.testing.assert_array_equal(g[y].to_numpy(), 1.0)
+
+
+def test_eval_forward_keeps_no_caches():
+    w = param(np.ones((3, 2)))
+    x = tensor.from_numpy(np.ones((4, 3)))
+    autograd.training = False
+    h = autograd.relu(autograd.matmul(x, w))
+    ops = [h.creator, h.creator.src[0][0]]
+    assert all(op.cache is None and not op.requires_grad for op in ops)
 
 
 def test_dtype_errors_name_the_operator_and_dtypes():

@@ -1,4 +1,5 @@
-"""Indexing operators: gather, where, getitem."""
+"""Indexing operators: gather, where, getitem; onehot, nonzero and scatter_elements
+(values against numpy and ONNX's examples, float64 gradients, SINGA's class forms, errors)."""
 
 import numpy as np
 import pytest
@@ -119,3 +120,129 @@ def test_getitem_index_error():
 )
 def test_gpu_matches_cpu(fn):
     assert_gpu_matches_cpu(fn, [randn(3, 4, 5).astype(np.float32)])
+
+
+def T(a, dtype=None, requires_grad=False):
+    a = np.asarray(a, dtype=dtype)
+    return Tensor(data=a, dtype=a.dtype, requires_grad=requires_grad, stores_grad=requires_grad)
+
+
+# ----- onehot ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis", [-1, 0, 1, -2])
+def test_onehot_matches_an_eye_lookup(axis):
+    ind = np.array([[1, -1, 0], [2, 0, -3]])
+    y = autograd.onehot(axis, T(ind), 3, [2.0, 5.0])
+    want = np.moveaxis(np.eye(3)[ind % 3], -1, axis) * 3 + 2
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y.to_numpy(), want)
+
+
+def test_onehot_output_dtype_follows_array_values_and_float_indices():
+    y = autograd.onehot(-1, T([0.0, 2.0]), 3, np.array([0, 7], np.int64))
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(y.to_numpy(), [[7, 0, 0], [0, 0, 7]])
+    assert (
+        autograd.OneHot(-1, 3, np.array([0.0, 1.0]))(T([1], requires_grad=True))[0].creator.backward(
+            np.ones((1, 3))
+        )
+        is None
+    )
+
+
+def test_onehot_out_of_range_index_is_all_off_values():
+    y = autograd.onehot(-1, T([0, -4, 3, -3]), 3, [0, 1])
+    np.testing.assert_array_equal(y.to_numpy(), [[1, 0, 0], [0, 0, 0], [0, 0, 0], [1, 0, 0]])
+
+
+def test_onehot_errors():
+    with pytest.raises(ValueError, match=r"^onehot: values must hold \[off_value, on_value\]"):
+        autograd.onehot(-1, T([0]), 3, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"^onehot: indices must be whole numbers"):
+        autograd.onehot(-1, T([0.5]), 3, [0, 1])
+    with pytest.raises(ValueError, match=r"^onehot: needs depth >= 1 and axis in \[-2, 1\]"):
+        autograd.onehot(2, T([0]), 3, [0, 1])
+
+
+# ----- nonzero -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 2)])
+def test_nonzero_matches_numpy(shape):
+    x = np.random.default_rng(0).integers(-1, 2, shape).astype(np.float32)
+    y = autograd.nonzero(T(x))
+    assert y.dtype == np.int64 and y.shape == (len(shape), np.count_nonzero(x))
+    np.testing.assert_array_equal(y.to_numpy(), np.array(np.nonzero(x)))
+    assert autograd.NonZero()(T(x, requires_grad=True))[0].creator.backward(None) is None
+
+
+def test_nonzero_of_all_zeros_is_empty():
+    assert autograd.nonzero(T(np.zeros((2, 3)))).shape == (2, 0)
+
+
+# ----- scatter_elements --------------------------------------------------------------------------
+def test_scatter_elements_onnx_examples():
+    data = np.zeros((3, 3), np.float32)
+    y = autograd.scatter_elements(T(data), [[1, 0, 2], [0, 2, 1]], [[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]], 0)
+    np.testing.assert_allclose(y.to_numpy(), [[2.0, 1.1, 0.0], [1.0, 0.0, 2.2], [0.0, 2.1, 1.2]])
+    y = autograd.scatter_elements(T([[1.0, 2, 3, 4, 5]]), T([[1, -2]]), [[1.1, 2.1]], axis=1)
+    np.testing.assert_allclose(y.to_numpy(), [[1.0, 1.1, 3.0, 2.1, 5.0]], rtol=1e-6)
+
+
+def test_scatter_elements_add_accumulates_repeats():
+    y = autograd.scatter_elements(T([[1.0, 2, 3, 4, 5]]), [[1, 1]], [[1.1, 2.1]], 1, reduction="add")
+    np.testing.assert_allclose(y.to_numpy(), [[1.0, 5.2, 3.0, 4.0, 5.0]])
+
+
+@pytest.mark.parametrize(("axis", "reduction"), [(0, "none"), (1, "none"), (-1, "add"), (0, "add")])
+def test_scatter_elements_gradcheck(axis, reduction):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5))
+    n = x.shape[axis]
+    # distinct positions along the axis for each column/row of the indices
+    ind = np.stack([rng.permutation(n)[:3] for _ in range(3)], axis=1 - axis % 2).astype(np.int64)
+    upd = rng.standard_normal(ind.shape)
+    gradcheck(
+        lambda a, i, u: autograd.scatter_elements(a, i, u, axis, reduction),
+        [x, ind, upd],
+        wrt=[0, 2],
+    )
+
+
+def test_scatter_elements_singa_class_form():
+    x = T(np.zeros((3, 3), np.float32), requires_grad=True)
+    y = autograd.ScatterElements([[1, 0, 2], [0, 2, 1]], [[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]], 0)(x)[0]
+    dx, _, _ = y.creator.backward(np.ones((3, 3), np.float32))
+    np.testing.assert_array_equal(dx, [[0, 0, 1], [0, 1, 0], [1, 0, 0]])  # the unwritten cells
+
+
+@pytest.mark.parametrize(
+    ("reduction", "ufunc"), [("mul", np.multiply), ("max", np.maximum), ("min", np.minimum)]
+)
+def test_scatter_elements_other_reductions_combine_every_update(reduction, ufunc):
+    x = np.array([[1.0, 2, 3, 4, 5]])
+    y = autograd.scatter_elements(T(x, requires_grad=True), [[1, 1, 3]], [[1.5, -2.0, 0.5]], 1, reduction)
+    want = x.copy()
+    for i, u in zip([1, 1, 3], [1.5, -2.0, 0.5]):
+        want[0, i] = ufunc(want[0, i], u)
+    np.testing.assert_array_equal(y.to_numpy(), want)
+    with pytest.raises(NotImplementedError, match=rf"no gradient for reduction '{reduction}'"):
+        y.creator.backward(np.ones((1, 5)))
+
+
+def test_scatter_elements_errors():
+    x = T(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"^scatter_elements: indices in \[0, 3\] are out of range"):
+        autograd.scatter_elements(x, [[0, 3]], [[1.0, 2.0]], 0)
+    with pytest.raises(ValueError, match=r"^scatter_elements: needs integer indices and updates"):
+        autograd.scatter_elements(x, [[0, 1]], [[1.0]], 0)
+    with pytest.raises(ValueError, match=r"^scatter_elements: axis 2 is out of range"):
+        autograd.scatter_elements(x, [[0]], [[1.0]], 2)
+    with pytest.raises(ValueError, match=r"^scatter_elements: reduction must be"):
+        autograd.scatter_elements(x, [[0]], [[1.0]], 0, "sum")
+
+
+def test_onehot_depth_as_a_one_element_array_or_tensor():
+    want = np.eye(10, dtype=np.float32)[[1, 9]] * 2 + 1
+    for depth in (np.array([10], np.float32), T(np.array([10], np.int64)), 10):
+        y = autograd.onehot(-1, T([1.0, 9.0], np.float32), depth, np.array([1, 3], np.float32))
+        np.testing.assert_array_equal(y.to_numpy(), want)
+    with pytest.raises(ValueError, match=r"^onehot: depth must be one number"):
+        autograd.onehot(-1, T([1]), [2, 3], [0, 1])

@@ -196,7 +196,8 @@ def test_float32_shape_1_and_no_gradient_for_target(name):
     assert tt not in grads
     loss = fn(tx, tt)
     assert loss.creator.backward(np.ones(1, np.float32))[1] is None
-    assert fn(C(x), C(t)).creator is None
+    frozen = fn(C(x), C(t)).creator  # recorded (as in SINGA) but keeps no cache
+    assert not frozen.requires_grad and frozen.cache is None
 
 
 @pytest.mark.parametrize("name", LOSSES)
@@ -246,3 +247,22 @@ def test_backward_scales_with_dy_and_keeps_dy():
         g2 = op.backward(dy)[0]
         np.testing.assert_allclose(g2, 2.5 * g1)
         np.testing.assert_array_equal(dy, [2.5])
+
+
+# ----- ranking_loss --------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(6,), (4, 3)])
+def test_ranking_loss_value_and_gradient(shape):
+    rng = np.random.default_rng(7)
+    pos, neg = rng.standard_normal(shape), rng.standard_normal(shape)
+    pos[np.abs(neg - pos + 0.2) < 0.05] += 0.2  # keep the hinge away from its kink
+    y = autograd.ranking_loss(T(pos), T(neg))
+    assert y.shape == (1,)
+    want = np.maximum(0, 0.2 - pos + neg).sum() / shape[0]
+    np.testing.assert_allclose(y.to_numpy()[0], want, rtol=1e-14)
+    gradcheck(lambda p, n: autograd.ranking_loss(p, n, 0.2), [pos, neg])
+    gradcheck(lambda p, n: autograd.RankingLoss(0.5)(p, n)[0], [pos, neg])
+
+
+def test_ranking_loss_shape_mismatch_raises():
+    with pytest.raises(ValueError, match=r"^ranking_loss: .*same shape"):
+        autograd.ranking_loss(T(np.ones((2, 3))), T(np.ones(3)))

@@ -310,3 +310,30 @@ def test_gpu_matches_cpu():
             res.append((y.to_numpy(), autograd.gradients(y, dy)[t].to_numpy()))
         np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-5, atol=1e-6)
+
+
+# ----- globalaveragepool (SINGA's name; N-d and channels_last) --------------------------------------
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5), (1, 2, 3, 2, 2)])
+@pytest.mark.parametrize("fmt", ["channels_first", "channels_last"])
+def test_globalaveragepool_any_rank_and_both_formats(shape, fmt):
+    x = np.random.default_rng(9).standard_normal(shape)
+    axes = tuple(range(2, len(shape))) if fmt == "channels_first" else tuple(range(1, len(shape) - 1))
+    y = autograd.globalaveragepool(T(x), fmt)
+    np.testing.assert_allclose(y.to_numpy(), x.mean(axis=axes, keepdims=True), rtol=1e-13)
+    gradcheck(lambda t: autograd.globalaveragepool(t, fmt), [x])
+    gradcheck(lambda t: autograd.GlobalAveragePool(fmt)(t)[0], [x])
+
+
+def test_globalaveragepool_singa_spelling_channel_last():
+    x = np.arange(9.0).reshape(1, 3, 3, 1)
+    y = autograd.globalaveragepool(T(x), "channel_last")
+    np.testing.assert_array_equal(y.to_numpy(), [[[[4.0]]]])
+    # the result's creator is the pooling itself (SINGA's tests call its backward)
+    np.testing.assert_allclose(y.creator.backward(np.ones((1, 1, 1, 1))), np.full(x.shape, 1 / 9))
+
+
+def test_globalaveragepool_errors():
+    with pytest.raises(ValueError, match=r"^globalaveragepool: data_format must be"):
+        autograd.globalaveragepool(T(np.ones((1, 2, 3))), "nchw")
+    with pytest.raises(ValueError, match=r"^globalaveragepool: x needs a batch, a channel and spatial axes"):
+        autograd.globalaveragepool(T(np.ones((2, 3))))

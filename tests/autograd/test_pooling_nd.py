@@ -169,7 +169,7 @@ def test_dispatch_and_attributes():
     op = autograd.avg_pool_nd(T(np.zeros((1, 1, 4, 4, 4))), (1, 2, 3), padding=(0, 1, 1)).creator
     assert isinstance(op, AvgPoolNd)
     assert op.kernel_size == (1, 2, 3) and op.stride == (1, 2, 3) and op.pads == (0, 1, 1, 0, 1, 1)
-    assert op.dilation == (1, 1, 1) and op.count_include_pad
+    assert op.dilation == (1, 1, 1) and not op.count_include_pad  # SINGA's default
 
 
 def test_float32_is_preserved():

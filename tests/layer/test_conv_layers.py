@@ -143,15 +143,20 @@ def test_separable_conv2d_forms_and_names():
 
 
 def pool_ref(x, k, s, pads, is_max):
+    """Max pooling, or average pooling over the real cells only (padding excluded, the
+    default, as SINGA's kernels)."""
     fill = -np.inf if is_max else 0.0
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+    widths = ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))
+    xp = np.pad(x, widths, constant_values=fill)
+    real = np.pad(np.ones(x.shape[2:]), widths[2:])
     oh = (xp.shape[2] - k[0]) // s[0] + 1
     ow = (xp.shape[3] - k[1]) // s[1] + 1
     y = np.zeros(x.shape[:2] + (oh, ow))
     for i in range(oh):
         for j in range(ow):
-            win = xp[:, :, i * s[0] : i * s[0] + k[0], j * s[1] : j * s[1] + k[1]]
-            y[:, :, i, j] = win.max(axis=(2, 3)) if is_max else win.mean(axis=(2, 3))
+            rows, cols = slice(i * s[0], i * s[0] + k[0]), slice(j * s[1], j * s[1] + k[1])
+            win = xp[:, :, rows, cols]
+            y[:, :, i, j] = win.max(axis=(2, 3)) if is_max else win.sum(axis=(2, 3)) / real[rows, cols].sum()
     return y
 
 
@@ -169,10 +174,14 @@ def test_pooling_layers_match_reference(cls, is_max):
 
 
 def test_avg_pool_count_include_pad_flag():
+    """Padding is excluded by default, as SINGA's oneDNN and cuDNN kernels do."""
     x = np.ones((1, 1, 3, 3))
-    inc = layer.AvgPool2d(3, 1, 1)(t64(x)).to_numpy()
-    exc = layer.AvgPool2d(3, 1, 1, count_include_pad=False)(t64(x)).to_numpy()
+    inc = layer.AvgPool2d(3, 1, 1, count_include_pad=True)(t64(x)).to_numpy()
+    exc = layer.AvgPool2d(3, 1, 1)(t64(x)).to_numpy()
     assert inc[0, 0, 0, 0] == pytest.approx(4 / 9) and np.allclose(exc, 1.0)
+    assert np.allclose(layer.AvgPool1d(3, 1, 1)(t64(np.ones((1, 1, 5)))).to_numpy(), 1.0)
+    assert np.allclose(autograd.avg_pool_2d(t64(x), 3, 1, 1).to_numpy(), 1.0)
+    assert np.allclose(autograd.avg_pool_nd(t64(np.ones((1, 1, 3, 3, 3))), 3, 1, 1).to_numpy(), 1.0)
 
 
 @pytest.mark.parametrize("cls,is_max", [(layer.MaxPool1d, True), (layer.AvgPool1d, False)])

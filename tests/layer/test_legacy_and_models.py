@@ -129,7 +129,9 @@ def test_nested_names_are_paths_independent_of_creation_order():
     assert list(a.get_states()) == list(b.get_states()) == NET_STATES
     assert [n for n in NET_STATES if "running" not in n] == list(a.get_params())
     assert a.head["fc"].W.shape == (4 * 4 * (4 + 2 + 4), 3)  # 4 + 2 + 4 channels
-    assert all(t.name is None for t in a.get_states().values())
+    # as in SINGA, each tensor carries its dotted name once created
+    assert all(t.name == n for n, t in a.get_states().items())
+    assert all(t.name == n for n, t in b.get_states().items())
 
 
 def test_state_round_trip_and_partial_loading():

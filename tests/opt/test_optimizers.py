@@ -61,7 +61,7 @@ def ref_adam(p, gs, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, amsgrad=False, decou
     return p
 
 
-def ref_rmsprop(p, gs, lr, rho=0.99, eps=1e-8, wd=0.0, momentum=0.0, centered=False):
+def ref_rmsprop(p, gs, lr, rho=0.9, eps=1e-8, wd=0.0, momentum=0.0, centered=False):
     p = p.copy()
     s = np.zeros_like(p)
     a = np.zeros_like(p)
@@ -82,7 +82,7 @@ def ref_rmsprop(p, gs, lr, rho=0.99, eps=1e-8, wd=0.0, momentum=0.0, centered=Fa
     return p
 
 
-def ref_adagrad(p, gs, lr, lr_decay=0.0, wd=0.0, init_acc=0.0, eps=1e-10):
+def ref_adagrad(p, gs, lr, lr_decay=0.0, wd=0.0, init_acc=0.0, eps=1e-8):
     p = p.copy()
     s = np.full_like(p, init_acc)
     for t, g in enumerate(gs, start=1):

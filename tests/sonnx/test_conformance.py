@@ -30,6 +30,8 @@ EXPECTED_SKIPS = {
     r"(bfloat16|bf16)(_expanded)?$": "bfloat16 arithmetic (bfloat16 is only cast to and from)",
     r"test_training_dropout(_default)?(_mask)?$": "random dropout masks cannot match the reference generator",
     r"test_identity_(sequence|opt)": "sequence and optional types",
+    r"^test_resize_": "Resize is imported only in upsample's form (asymmetric, floor/linear, scales)",
+    r"^test_upsample_nearest$": "opset-9 Upsample converts to a half_pixel Resize, not imported yet",
 }
 
 # raised as UnsupportedOperator (not a numeric mismatch)
@@ -138,7 +140,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1155
+PASS_FLOOR = 1383
 
 
 def _tally() -> dict:

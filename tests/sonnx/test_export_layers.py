@@ -191,3 +191,14 @@ def test_initializer_and_value_names():
     assert m.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     assert any(n.name.startswith("conv1/Conv") for n in m.graph.node)
     assert m.opset_import[0].version == sonnx.DEFAULT_OPSET == 17
+
+
+def test_average_pooling_excludes_padding_by_default_in_export_and_import():
+    """SINGA's kernels exclude padding; the file says so (count_include_pad absent or 0,
+    ONNX's default) and importing it gives the same operator back."""
+    proto = check_export(layer.AvgPool2d(3, 1, padding=1), img(2, 5, 5))
+    node = next(n for n in proto.graph.node if n.op_type == "AveragePool")
+    attrs = {a.name: a.i for a in node.attribute}
+    assert attrs.get("count_include_pad", 0) == 0
+    (y,) = sonnx.prepare(proto).run([np.ones((1, 2, 5, 5), np.float32)])
+    np.testing.assert_allclose(np.asarray(y), 1.0, rtol=1e-6)  # padded cells not counted

@@ -13,7 +13,7 @@ from singa.autograd.elementwise import Cast
 from singa.autograd.engine import Operation
 from singa.sonnx import backend, registry
 from singa.sonnx.context import UnsupportedOperator
-from singa.sonnx.families import shape as shape_family
+from singa.sonnx.families import shaping as shaping_family
 from singa.sonnx.trace import Tracer
 
 
@@ -41,8 +41,8 @@ def test_every_import_handler_builds_exportable_autograd_operators(family):
             assert inspect.isclass(cls) and issubclass(cls, Operation), (op_type, cls)
             assert cls.__module__.startswith("singa.autograd."), (op_type, cls)
             assert cls in registry.EXPORT, f"{op_type} builds {cls.__name__}, which has no ONNX converter"
-        if not built:  # values computed when the node runs: only shape's constants and metadata
-            assert family is shape_family, op_type
+        if not built:  # values computed when the node runs: only shaping's constants and metadata
+            assert family is shaping_family, op_type
             assert handler.__doc__, op_type
 
 

@@ -231,13 +231,32 @@ def test_training_needs_an_optimizer():
         m(x, y)
 
 
-def test_only_plain_distribution_is_supported():
+def test_distributed_options_need_a_distopt():
     m = zoo.create("mlp")
     m.set_optimizer(opt.SGD(0.1))
     x, y = _batch(2, 1, 8)
     m.compile([x], is_train=True)
-    with pytest.raises(ValueError, match="plain"):
+    with pytest.raises(ValueError, match="needs a DistOpt"):
         m.train_one_batch(x, y, "half")
+    with pytest.raises(ValueError, match="dist_option must be one of"):
+        m.train_one_batch(x, y, "fancy")
+
+
+def test_distributed_options_run_in_one_process():
+    """In a process that no launcher started, DistOpt is a job of one rank: every
+    option trains and 'plain' gives the wrapped optimizer's numbers exactly."""
+    ref, got = zoo.create("mlp"), zoo.create("mlp")
+    x, y = _batch(4, 1, 8)
+    for m, o in ((ref, opt.SGD(0.1)), (got, opt.DistOpt(opt.SGD(0.1)))):
+        device.get_default_device().set_rand_seed(0)
+        m.set_optimizer(o)
+        m.compile([x], is_train=True)
+        m(x, y)
+    for (n, a), b in zip(ref.get_params().items(), got.get_params().values()):
+        np.testing.assert_array_equal(a.to_numpy(), b.to_numpy(), err_msg=n)
+    assert got.optimizer.world_size == 1
+    for option in ("half", "partialUpdate", "sparseTopK", "sparseThreshold"):
+        got(x, y, option, 0.05)
 
 
 # ----- behaviour ----------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from singa.model.checkpoint.errors import CheckpointError, CheckpointWarning
 from singa.model.checkpoint.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, ArrayMeta, Contents
 from singa.model.checkpoint.reader import INFLATE_MARGIN, Expectation, read_checkpoint
 from singa.model.checkpoint.saving import states_device
+from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
 #: optimizer slots a parameter may have (momentum; Adam's two moments; a margin)
@@ -300,6 +301,7 @@ def load(
     target = type(layer).__name__ if layer is not None else type(optimizer).__name__
     dev = states_device(layer, params)
     opt = getattr(layer, "optimizer", None) if optimizer == "model" else optimizer
+    opt = unwrap_optimizer(opt)  # a DistOpt restores the optimizer it wraps
 
     def check(c: Contents) -> None:
         label = repr(c.path)

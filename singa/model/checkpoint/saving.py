@@ -22,6 +22,7 @@ from singa.model.checkpoint.layout import (
     safe_name,
 )
 from singa.model.checkpoint.writer import write_checkpoint
+from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
 _MAX_JSON_DEPTH = 100
@@ -184,6 +185,7 @@ def save(
     """Save the states of ``layer`` and ``optimizer`` (over ``params``, or the layer's
     parameters), ``aux_states`` and with ``with_rng`` the device's random state to
     ``fpath``; everything is checked before the file is written."""
+    optimizer = unwrap_optimizer(optimizer)  # a DistOpt saves the optimizer it wraps
     pending = _lazy.pending_of(layer) if layer is not None else None
     entries = _model_entries(layer, pending) if layer is not None else []
     opt_json = None

@@ -17,7 +17,7 @@ writes that op type (``SoftmaxCrossEntropyLoss`` in ``loss``, ``MaxPool`` in
 ``pooling_nd``, which builds ``MaxPoolNd``); an op type no converter writes, whose
 handler composes several autograd operators, goes in the family of its main operator,
 the first one it declares (``PRelu`` in ``activation``, ``GlobalMaxPool`` in
-``reduction``). Operator-less handlers (Identity, Constant, Shape ...) live in ``shape``.
+``reduction``). Operator-less handlers (Identity, Constant, Shape ...) live in ``shaping``.
 
 Adding an operator: the checklist in ``docs/architecture.md`` (in short: ``Foo`` and
 ``foo`` in ``singa/autograd/bar.py``, a converter and a handler here with one line in each

@@ -10,7 +10,7 @@ import numpy as np
 from singa import autograd
 from singa.autograd import activation as act
 from singa.autograd import elementwise as ew
-from singa.autograd import shape as sh
+from singa.autograd import shaping as sh
 from singa.sonnx.context import ExportContext, NodeContext, builds, unary_handler
 from singa.tensor import Tensor
 
@@ -92,6 +92,15 @@ def _softmax_converter(op_type: str):
     return convert
 
 
+def convert_prelu(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """PRelu(x, slope); where x itself broadcasts to the slope (SINGA's two-way
+    broadcasting, which ONNX PRelu lacks) x first becomes x + (slope - slope)."""
+    x = ins[0]
+    if xs[0].shape != ys[0].shape:
+        x = ctx.node("Add", [x, ctx.node("Sub", [ins[1], ins[1]], 1)[0]], 1)[0]
+    ctx.node("PRelu", [x, ins[1]], outs)
+
+
 # ----- import --------------------------------------------------------------------------------
 
 
@@ -129,11 +138,10 @@ def handle_gelu(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.gelu(xs[0], ctx.attr("approximate", "none"))
 
 
-@builds(act.ReLU, ew.Mul, ew.Minimum, ew.Add)
+@builds(act.PRelu)
 def handle_prelu(ctx: NodeContext, xs: list) -> Tensor:
     """PRelu: x where x > 0, slope * x elsewhere (slope broadcast to x)."""
-    x, slope = xs
-    return autograd.add(autograd.relu(x), autograd.mul(slope, autograd.minimum(x, ctx.const(0, x.dtype))))
+    return act.prelu(xs[0], xs[1])
 
 
 def _softmax_handler(fn, op: type):
@@ -207,6 +215,7 @@ EXPORT = {
     act.HardSigmoid: convert_hardsigmoid,
     act.SoftMax: _softmax_converter("Softmax"),
     act.LogSoftMax: _softmax_converter("LogSoftmax"),
+    act.PRelu: convert_prelu,
 }
 
 IMPORT = {

@@ -6,7 +6,7 @@ from typing import Any
 
 from singa import autograd
 from singa.autograd import conv
-from singa.autograd import shape as sh
+from singa.autograd import shaping as sh
 from singa.sonnx.context import ExportContext, NodeContext, builds, spatial_pads
 from singa.tensor import Tensor
 

@@ -91,33 +91,6 @@ def handle_pow(ctx: NodeContext, xs: list) -> Tensor:
     return keep_dtype(ew.pow(a, b), a.dtype)
 
 
-def _variadic_handler(fn, op: type):
-    @builds(op, ew.Mul)
-    def handle(ctx: NodeContext, xs: list) -> Tensor:
-        xs = [x for x in xs if x is not None]
-        y = xs[0]
-        if len(xs) == 1:
-            return ew.mul(y, ctx.const(1, y.dtype)) if y.dtype.kind == "f" else y
-        for x in xs[1:]:
-            y = fn(y, x)
-        return keep_dtype(y, xs[0].dtype)
-
-    return handle
-
-
-@builds(ew.Add, ew.Div, ew.Mul)
-def handle_mean(ctx: NodeContext, xs: list) -> Tensor:
-    """Mean of the inputs (broadcast)."""
-    s = _variadic_handler(ew.add, ew.Add)(ctx, xs)
-    return ew.div(s, ctx.const(len([x for x in xs if x is not None]), s.dtype))
-
-
-@builds(ew.Div)
-def handle_reciprocal(ctx: NodeContext, xs: list) -> Tensor:
-    """1 / x."""
-    return ew.div(ctx.const(1, xs[0].dtype), xs[0])
-
-
 @builds(ew.Clip, ew.Mul, ew.Add)
 def handle_clip(ctx: NodeContext, xs: list) -> Tensor:
     """Clip with optional min/max inputs (opset 11+)."""
@@ -221,6 +194,8 @@ EXPORT = {
     ew.Clip: convert_clip,
     ew.Cast: convert_cast,
     ew.Erf: _unary_converter("Erf"),
+    ew.Identity: _unary_converter("Identity"),
+    ew.Reciprocal: _unary_converter("Reciprocal"),
 }
 
 IMPORT = {
@@ -229,10 +204,6 @@ IMPORT = {
     "Mul": _binary_handler(ew.mul, ew.Mul),
     "Div": handle_div,
     "Pow": handle_pow,
-    "Max": _variadic_handler(ew.maximum, ew.Maximum),
-    "Min": _variadic_handler(ew.minimum, ew.Minimum),
-    "Sum": _variadic_handler(ew.add, ew.Add),
-    "Mean": handle_mean,
     "Neg": unary_handler(ew.neg, ew.Neg),
     "Exp": unary_handler(ew.exp, ew.Exp),
     "Log": unary_handler(ew.log, ew.Log),
@@ -240,7 +211,8 @@ IMPORT = {
     "Abs": unary_handler(ew.abs, ew.Abs),
     "Sign": unary_handler(ew.sign, ew.Sign),
     "Erf": unary_handler(ew.erf, ew.Erf),
-    "Reciprocal": handle_reciprocal,
+    "Reciprocal": unary_handler(ew.reciprocal, ew.Reciprocal),
+    "Identity": unary_handler(ew.identity, ew.Identity),
     "Clip": handle_clip,
     "Cast": handle_cast,
     "CastLike": handle_cast_like,

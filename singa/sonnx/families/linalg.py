@@ -40,6 +40,18 @@ def convert_gemm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, y
     )
 
 
+def convert_cossim(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """sum(a b) / sqrt(sum(a a) sum(b b)) along axis 1 (no ONNX op of its own)."""
+    extra, attrs = ctx.axes_arg("ReduceSum", [1], since=13)
+
+    def row_dot(p: str, q: str) -> str:
+        return ctx.node("ReduceSum", [ctx.node("Mul", [p, q], 1)[0]] + extra, 1, keepdims=0, **attrs)[0]
+
+    a, b = ins
+    norms = ctx.node("Sqrt", [ctx.node("Mul", [row_dot(a, a), row_dot(b, b)], 1)[0]], 1)[0]
+    ctx.node("Div", [row_dot(a, b), norms], outs)
+
+
 # ----- import --------------------------------------------------------------------------------
 
 
@@ -69,6 +81,7 @@ EXPORT = {
     linalg.MatMul: convert_matmul,
     linalg.AddBias: convert_add_bias,
     linalg.Gemm: convert_gemm,
+    linalg.CosSim: convert_cossim,
 }
 
 IMPORT = {

@@ -110,6 +110,19 @@ def convert_binary_cross_entropy(
     _to_shape1(ctx, ctx.node("Neg", [mean], 1)[0], outs)
 
 
+def convert_ranking_loss(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """sum(relu(M - pos + neg)) / N as the mean over axis 0 of the sums over the others
+    (so N follows a dynamic batch)."""
+    pos, neg = ins
+    m = ctx.const(np.asarray(op.M, dtype=xs[0].dtype), hint="margin")
+    h = ctx.node("Relu", [ctx.node("Add", [ctx.node("Sub", [neg, pos], 1)[0], m], 1)[0]], 1)[0]
+    r = xs[0].ndim
+    if r > 1:
+        extra, attrs = ctx.axes_arg("ReduceSum", list(range(1, r)), since=13)
+        h = ctx.node("ReduceSum", [h] + extra, 1, keepdims=0, **attrs)[0]
+    _to_shape1(ctx, ctx.node("ReduceMean", [h], 1, keepdims=0)[0], outs)
+
+
 # ----- import --------------------------------------------------------------------------------
 
 
@@ -164,6 +177,7 @@ EXPORT = {
     loss.NLLLoss: convert_nll_loss,
     loss.MSELoss: convert_mse_loss,
     loss.BinaryCrossEntropy: convert_binary_cross_entropy,
+    loss.RankingLoss: convert_ranking_loss,
 }
 
 IMPORT = {

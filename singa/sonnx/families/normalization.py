@@ -115,7 +115,7 @@ def handle_rms_norm(ctx: NodeContext, xs: list) -> Tensor:
     return keep_dtype(y, x.dtype)
 
 
-@builds(ew.Div, ReduceSum, ew.Abs, ew.Mul, ew.Sqrt)
+@builds(ew.Div, ReduceSum, ew.Abs, ew.Mul, ew.Sqrt, ew.Add)
 def handle_lp_norm(ctx: NodeContext, xs: list) -> Tensor:
     """LpNormalization: ``x`` divided by its L1 or L2 norm along ``axis`` (0 where the
     norm is 0)."""

@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from singa import autograd
-from singa.autograd import pooling, reduction
+from singa.autograd import pooling
 from singa.sonnx.context import ExportContext, ExportError, NodeContext, builds
 from singa.tensor import Tensor
 
@@ -102,20 +101,23 @@ class _PadView:
 
 
 def convert_global_avg_pool(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """GlobalAveragePool."""
-    ctx.node("GlobalAveragePool", ins, outs)
+    """GlobalAveragePool; channels-last as Transpose, GlobalAveragePool, Transpose."""
+    if not op.channels_last:
+        ctx.node("GlobalAveragePool", ins, outs)
+        return
+    r = xs[0].ndim
+    t = ctx.node("Transpose", ins, 1, perm=[0, r - 1, *range(1, r - 1)])[0]
+    y = ctx.node("GlobalAveragePool", [t], 1)[0]
+    ctx.node("Transpose", [y], outs, perm=[0, *range(2, r), 1])
 
 
 # ----- import --------------------------------------------------------------------------------
 
 
-@builds(pooling.GlobalAvgPool, reduction.ReduceMean)
+@builds(pooling.GlobalAvgPool)
 def handle_global_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
     """GlobalAveragePool: mean over every spatial axis, kept as size 1."""
-    x = xs[0]
-    if x.ndim() == 4:
-        return autograd.global_avg_pool(x)
-    return autograd.reduce_mean(x, list(range(2, x.ndim())), 1)
+    return pooling.globalaveragepool(xs[0])
 
 
 # ----- tables --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Shape operators (:mod:`singa.autograd.shape`) and constants: ONNX export and import.
+"""Shape operators (:mod:`singa.autograd.shaping`) and constants: ONNX export and import.
 
 With a dynamic batch, the sizes that depend on the batch (found by comparing the two
 traces, see :mod:`singa.sonnx.trace`) are written so that they follow the input: a
@@ -18,7 +18,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from singa import autograd
-from singa.autograd import shape as sh
+from singa.autograd import shaping as sh
 from singa.sonnx import computed
 from singa.sonnx.context import ExportContext, NodeContext, batch_aware, builds, cast_to
 from singa.tensor import Tensor
@@ -347,12 +347,6 @@ def handle_tile(ctx: NodeContext, xs: list) -> Tensor:
 
 
 @builds()
-def handle_identity(ctx: NodeContext, xs: list) -> Tensor:
-    """Identity."""
-    return xs[0]
-
-
-@builds()
 def handle_constant(ctx: NodeContext, xs: list) -> Tensor:
     """Constant from ``value`` or ``value_float(s)`` / ``value_int(s)``."""
     a = ctx.attrs
@@ -371,27 +365,6 @@ def handle_constant(ctx: NodeContext, xs: list) -> Tensor:
     if arr.dtype.kind not in "biuf":
         raise ctx.unsupported(f"element type {arr.dtype}")
     return ctx.const(arr)
-
-
-@builds()
-def handle_constant_of_shape(ctx: NodeContext, xs: list) -> Tensor:
-    """ConstantOfShape(value) (a float32 0 by default)."""
-    shape = _ints(ctx, xs[0])
-    v = ctx.attr("value")
-    fill = np.zeros(1, np.float32) if v is None else numpy_helper.to_array(v).reshape(-1)
-    return ctx.const(np.full(shape, fill[0], dtype=fill.dtype))
-
-
-@builds()
-def handle_shape(ctx: NodeContext, xs: list) -> Tensor:
-    """Shape with the optional start/end (opset 15)."""
-    shape = list(xs[0].shape)
-    r = len(shape)
-    start = int(ctx.attr("start", 0))
-    end = ctx.attr("end")
-    start = min(max(start + r if start < 0 else start, 0), r)
-    end = r if end is None else min(max(int(end) + r if int(end) < 0 else int(end), 0), r)
-    return ctx.const(np.asarray(shape[start:end], np.int64))
 
 
 @builds()
@@ -427,10 +400,7 @@ IMPORT = {
     "Pad": handle_pad,
     "Expand": handle_expand,
     "Tile": handle_tile,
-    "Identity": handle_identity,
     "Constant": handle_constant,
-    "ConstantOfShape": handle_constant_of_shape,
-    "Shape": handle_shape,
     "Size": handle_size,
     **computed.IMPORT,
 }

@@ -1,0 +1,127 @@
+"""DistOpt and the communicator in one process (no launcher): a job of one rank that
+never needs MPI; under a launcher without mpi4py, one clear error. The collectives'
+arithmetic checked on the one-rank engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from singa.dist import Communicator, LocalEngine, collectives
+from singa.dist.faults import failure_line
+from singa.dist.launch import join_processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_a_process_no_launcher_started_is_a_job_of_one_rank(monkeypatch):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SINGA_DIST"):
+        monkeypatch.delenv(var, raising=False)
+    comm = Communicator()
+    assert (comm.world_size, comm.global_rank, comm.local_rank) == (1, 0, 0)
+    assert isinstance(comm.engine, LocalEngine)
+    assert comm.agree(True) and not comm.agree(False)
+
+
+def test_launched_without_mpi4py_says_how_to_install_it():
+    code = (
+        "import sys; sys.modules['mpi4py'] = None\n"
+        "from singa import opt\n"
+        "try:\n    opt.DistOpt(opt.SGD())\nexcept RuntimeError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "OMPI_COMM_WORLD_SIZE": "2", "PYTHONPATH": ROOT}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "one of 2 started by an MPI launcher" in r.stdout and "pip install '.[dist]'" in r.stdout
+
+
+def test_fusion_groups_follow_singas_rule():
+    # > threshold alone at once; small ones queued until the queue exceeds threshold
+    assert collectives.fusion_groups([5, 20, 3, 4, 2, 1], 6) == [[1], [0, 2], [3, 4, 5]]
+    assert collectives.fusion_groups([1, 1], 10) == [[0, 1]]
+    assert collectives.fusion_groups([], 10) == []
+
+
+def test_fused_sum_scales_and_keeps_shapes_and_inputs():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.ones(4, dtype=np.float32)
+    out = collectives.fused_sum(LocalEngine(), [a, b], 0.5)
+    np.testing.assert_array_equal(out[0], a * 0.5)
+    np.testing.assert_array_equal(out[1], b * 0.5)
+    assert out[0].shape == (2, 3) and a[1, 2] == 5  # inputs unchanged
+
+
+def test_half_sum_rounds_through_float16_and_clips():
+    g = np.asarray([1.0 + 2**-12, 300.0, -500.0], dtype=np.float32)
+    (out,) = collectives.fused_sum_half(LocalEngine(), [g], clip=400.0)
+    np.testing.assert_array_equal(out, np.asarray([1.0, 300.0, -400.0], dtype=np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        collectives.fused_sum_half(LocalEngine(), [g.astype(np.float64)])
+
+
+@pytest.mark.parametrize("top_k", [True, False])
+def test_sparse_sum_sends_the_significant_elements_and_keeps_the_rest(top_k):
+    g = np.asarray([0.5, -0.01, 0.02, -0.9, 0.001, 0.3], dtype=np.float32)
+    acc = np.zeros(6, dtype=np.float32)
+    spars = 0.5 if top_k else 0.25  # top 3 by |g|, or |g| >= 0.25: the same three
+    (out,) = collectives.sparse_sum(LocalEngine(), [g], spars, top_k, acc)
+    sent = np.asarray([0.5, 0, 0, -0.9, 0, 0.3], dtype=np.float32)
+    np.testing.assert_array_equal(out, sent)
+    np.testing.assert_array_equal(acc, g - sent)  # error feedback: what was not sent
+    (out2,) = collectives.sparse_sum(LocalEngine(), [g], spars, top_k, acc)
+    np.testing.assert_array_equal(acc + out2, 2 * g - sent)  # nothing is lost over steps
+
+
+def test_failure_line_names_the_rank():
+    assert failure_line(3, 8, ValueError("bad\nmore")) == "singa: rank 3 of 8 failed: ValueError: bad"
+
+
+def _exit_with(code: int) -> None:
+    sys.exit(code)
+
+
+def _hang() -> None:
+    import time
+
+    time.sleep(600)
+
+
+def test_one_failing_child_ends_the_others_after_a_bounded_wait():
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_hang), ctx.Process(target=_exit_with, args=(3,))]
+    for p in procs:
+        p.start()
+    try:
+        codes = join_processes(procs, grace=5.0, poll=0.1)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+    assert codes == [-15, 3]
+
+
+def test_children_that_succeed_are_simply_joined():
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_exit_with, args=(0,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    assert join_processes(procs, poll=0.1) == [0, 0]
+
+
+def test_mixed_precision_with_distopt_is_refused_clearly():
+    from singa import opt, tensor, zoo
+
+    m = zoo.create("mlp", num_classes=4, num_channels=1)
+    m.set_optimizer(opt.DistOpt(opt.SGD(0.1)))
+    x = tensor.from_numpy(np.zeros((2, 1, 8, 8), np.float32))
+    with pytest.raises(NotImplementedError, match="precision='mixed'"):
+        m.compile([x], is_train=True, precision="mixed")
+    assert m.optimizer.loss_scaler is None and m.optimizer.all_reduce_any(True)
