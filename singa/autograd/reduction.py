@@ -17,7 +17,7 @@ from singa.autograd.engine import Operation, array_module
 from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
 
-__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean"]
+__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean", "cumsum"]
 
 
 def _norm_axes(x: Tensor, axes: Any, op: str) -> tuple | None:
@@ -218,3 +218,45 @@ def mean(*args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = F
     if len(xs) > 1:
         return _elementwise("mean", xs)
     return ReduceMean(_norm_axes(xs[0], axis, "mean"), keepdims)(xs[0])[0]
+
+
+def _scan(a: Any, axis: int, exclusive: bool, reverse: bool) -> Any:
+    """Running sums of ``a`` along ``axis`` (from the end when ``reverse``; each leaving
+    out its own element when ``exclusive``), in ``a``'s dtype."""
+    xp = array_module(a)
+    if reverse:
+        a = xp.flip(a, axis)
+    y = xp.cumsum(a, axis=axis, dtype=a.dtype)
+    if exclusive:
+        shifted = xp.zeros_like(y)
+        src = [slice(None)] * a.ndim
+        dst = [slice(None)] * a.ndim
+        src[axis], dst[axis] = slice(0, -1), slice(1, None)
+        shifted[tuple(dst)] = y[tuple(src)]
+        y = shifted
+    return xp.ascontiguousarray(xp.flip(y, axis)) if reverse else y
+
+
+class CumSum(Operation):
+    """y = running sums of x along ``axis`` (ONNX CumSum with ``exclusive`` and
+    ``reverse``); the gradient is the running sum of dy in the other direction."""
+
+    def __init__(self, axis: int, exclusive: bool = False, reverse: bool = False):
+        super().__init__()
+        self.axis = int(axis)
+        self.exclusive = bool(exclusive)
+        self.reverse = bool(reverse)
+
+    def forward(self, x):
+        return _scan(x, self.axis, self.exclusive, self.reverse)
+
+    def backward(self, dy):
+        return _scan(dy, self.axis, self.exclusive, not self.reverse)
+
+
+def cumsum(x: Tensor, axis: int, exclusive: bool = False, reverse: bool = False) -> Tensor:
+    """Running sums along ``axis`` (negative counts from the end), as ONNX CumSum."""
+    r = x.ndim()
+    if not -r <= int(axis) < r:
+        raise ValueError(f"cumsum: axis {axis} is out of range for a tensor of shape {x.shape}")
+    return CumSum(int(axis) % r, exclusive, reverse)(x)[0]

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import numpy_helper, version_converter
 from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
 from singa.sonnx import checks, registry
-from singa.sonnx.context import NodeContext, UnsupportedOperator
+from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.tensor import Tensor
 
 MIN_IMPORT_OPSET = 11
@@ -72,6 +72,38 @@ def _opset_of(model: onnx.ModelProto) -> int:
     return MIN_IMPORT_OPSET
 
 
+def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself when its default-domain opset is :data:`MIN_IMPORT_OPSET` or newer,
+    else a copy converted to that opset by ``onnx.version_converter``.
+
+    Raises UnsupportedOperator naming the first node the converter cannot convert."""
+    opset = _opset_of(model)
+    if opset >= MIN_IMPORT_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, MIN_IMPORT_OPSET)
+    except Exception as e:  # the converter raises RuntimeError, ValueError, IndexError ...
+        culprit = _first_unconvertible(model)
+        raise UnsupportedOperator(
+            f"ONNX import: opset {opset} model cannot be converted to opset {MIN_IMPORT_OPSET}"
+            f"{culprit}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from e
+
+
+def _first_unconvertible(model: onnx.ModelProto) -> str:
+    """`` at node NAME (OpType)``: the first node whose graph prefix fails to convert."""
+    g = model.graph
+    for i, nd in enumerate(g.node):
+        outs = [onnx.helper.make_empty_tensor_value_info(n) for n in nd.output if n]
+        part = onnx.helper.make_graph(g.node[: i + 1], g.name, g.input, outs, list(g.initializer))
+        m = onnx.helper.make_model(part, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        try:
+            version_converter.convert_version(m, MIN_IMPORT_OPSET)
+        except Exception:
+            return f" at node {nd.name or nd.output[0] or i!r} ({nd.op_type})"
+    return ""
+
+
 class OnnxGraph:
     """An ONNX graph ready to run with autograd operators.
 
@@ -87,13 +119,10 @@ class OnnxGraph:
     """
 
     def __init__(self, model: onnx.ModelProto, device: Any, source: str = "the ONNX model"):
+        model = upgrade_opset(model)
         self.model = model
         self.device = device
         self.opset = _opset_of(model)
-        if self.opset < MIN_IMPORT_OPSET:
-            raise UnsupportedOperator(
-                f"ONNX import: opset {self.opset} is not supported (opset {MIN_IMPORT_OPSET} or newer)"
-            )
         g = model.graph
         table = handlers()
         problems = []
@@ -224,7 +253,15 @@ class OnnxGraph:
             if n not in env:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
-        ys = fn(ctx, xs)
+        try:
+            ys = fn(ctx, xs)
+        except (TypeError, ValueError) as e:
+            narrow = sorted(
+                {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
+            )
+            if narrow:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
+                raise ctx.unsupported(f"element type {', '.join(narrow)} is not supported ({e})") from e
+            raise
         if isinstance(ys, Tensor):
             ys = (ys,)
         for n, y in zip(ctx.node.output, ys):

@@ -159,3 +159,30 @@ def test_integer_input_is_exact():
 )
 def test_gpu_matches_cpu(fn):
     assert_gpu_matches_cpu(fn, [rng.standard_normal((4, 5, 6)).astype(np.float32)])
+
+
+def _cumsum_reference(x, axis, exclusive, reverse):
+    a = np.flip(x, axis) if reverse else x
+    y = np.cumsum(a, axis=axis)
+    if exclusive:
+        y = y - a
+    return np.flip(y, axis) if reverse else y
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(axis, exclusive, reverse):
+    x = rng.standard_normal((3, 4, 2))
+    y = autograd.cumsum(const(x), axis, exclusive, reverse)
+    np.testing.assert_allclose(y.to_numpy(), _cumsum_reference(x, axis, exclusive, reverse), rtol=1e-12)
+    gradcheck(lambda t: autograd.cumsum(t, axis, exclusive, reverse), [x])
+
+
+def test_cumsum_keeps_integer_dtype_and_checks_axis():
+    x = const(np.arange(6).reshape(2, 3), np.int32)
+    y = autograd.cumsum(x, 1)
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y.to_numpy(), [[0, 1, 3], [3, 7, 12]])
+    with pytest.raises(ValueError, match="axis 2"):
+        autograd.cumsum(x, 2)

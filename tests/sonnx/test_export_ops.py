@@ -191,6 +191,8 @@ REDUCTIONS = [
     lambda x: autograd.reduce_max(x, [-1]),
     lambda x: autograd.sum(x, 2),
     lambda x: autograd.mean(x, (1, 2)),
+    lambda x: autograd.cumsum(x, -1),
+    lambda x: autograd.cumsum(x, 1, exclusive=True, reverse=True),
 ]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from singa import autograd
 from singa.autograd import activation as act
+from singa.autograd import elementwise as ew
 from singa.autograd import shaping as sh
 from singa.sonnx.context import ExportContext, NodeContext, builds, unary_handler
 from singa.tensor import Tensor
@@ -163,6 +164,43 @@ def _softmax_handler(fn, op: type):
     return handle
 
 
+@builds(ew.Mul, act.Sigmoid)
+def handle_swish(ctx: NodeContext, xs: list) -> Tensor:
+    """Swish: ``x * sigmoid(alpha * x)``."""
+    x = xs[0]
+    alpha = float(ctx.attr("alpha", 1.0))
+    return ew.mul(x, act.sigmoid(ew.mul(x, ctx.const(alpha, x.dtype))))
+
+
+@builds(act.Elu, ew.Mul)
+def handle_celu(ctx: NodeContext, xs: list) -> Tensor:
+    """Celu: ``alpha * elu(x / alpha)``."""
+    x = xs[0]
+    alpha = float(ctx.attr("alpha", 1.0))
+    y = act.elu(ew.mul(x, ctx.const(1.0 / alpha, x.dtype)), 1.0)
+    return ew.mul(y, ctx.const(alpha, x.dtype))
+
+
+@builds(ew.Mul)
+def handle_thresholded_relu(ctx: NodeContext, xs: list) -> Tensor:
+    """ThresholdedRelu: ``x`` where ``x > alpha``, else 0."""
+    x = xs[0]
+    mask = x.data > float(ctx.attr("alpha", 1.0))
+    return ew.mul(x, ctx.wrap(mask.astype(x.dtype)))
+
+
+@builds(ew.Mul, ew.Add)
+def handle_shrink(ctx: NodeContext, xs: list) -> Tensor:
+    """Shrink: ``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0."""
+    x = xs[0]
+    lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    xp = ctx.device.xp
+    low, high = x.data < -lambd, x.data > lambd
+    offset = xp.where(low, bias, 0.0) - xp.where(high, bias, 0.0)
+    y = ew.add(ew.mul(x, ctx.wrap((low | high).astype(x.dtype))), ctx.wrap(offset.astype(x.dtype)))
+    return y if y.dtype == x.dtype else ctx.wrap(y.data.astype(x.dtype))
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     act.ReLU: _simple_converter("Relu"),
@@ -194,4 +232,8 @@ IMPORT = {
     "PRelu": handle_prelu,
     "Softmax": _softmax_handler(act.softmax, act.SoftMax),
     "LogSoftmax": _softmax_handler(act.log_softmax, act.LogSoftMax),
+    "Swish": handle_swish,
+    "Celu": handle_celu,
+    "ThresholdedRelu": handle_thresholded_relu,
+    "Shrink": handle_shrink,
 }

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
+from onnx import helper
 
 from singa.autograd import elementwise as ew
 from singa.sonnx.context import (
@@ -14,7 +16,6 @@ from singa.sonnx.context import (
     builds,
     cast_to,
     keep_dtype,
-    np_dtype,
     onnx_dtype,
     unary_handler,
 )
@@ -103,13 +104,76 @@ def handle_clip(ctx: NodeContext, xs: list) -> Tensor:
     return keep_dtype(ew.clip(x, lo, hi), x.dtype)
 
 
+def _onnx_np_dtype(ctx: NodeContext, onnx_type: int) -> np.dtype:
+    """The numpy dtype (ml_dtypes' for bfloat16, float8, float4, int4, int2) of an ONNX
+    element type."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    except Exception as e:
+        raise ctx.unsupported(f"element type {onnx_type} is not supported") from e
+
+
+def _cast(ctx: NodeContext, x: Tensor, dt: np.dtype) -> Tensor:
+    """``x`` cast to ``dt``: an autograd Cast between numpy's types, else (the narrow types
+    of ml_dtypes) a direct conversion, saturating as ONNX's ``saturate`` asks."""
+    if x.dtype.name in NUMPY_TYPES and dt.name in NUMPY_TYPES:
+        return ew.cast(x, dt)
+    if dt.kind not in "biufV" or x.dtype.kind not in "biufV" or "e8m0" in dt.name + x.dtype.name:
+        raise ctx.unsupported(f"casting from {x.dtype} to {dt} is not supported")
+    xp = ctx.device.xp
+    a = xp.asarray(x.data)
+    if a.dtype.name not in NUMPY_TYPES:
+        a = a.astype(np.float32 if a.dtype.name.startswith(("float", "bfloat")) else np.int64)
+    return ctx.wrap(_narrow(a, dt, bool(int(ctx.attr("saturate", 1)))))
+
+
+def _narrow(a: Any, dt: np.dtype, saturate: bool) -> Any:
+    """``a`` (a numpy type) converted to ``dt``: integers wrap around into a narrow integer
+    type (as ONNX's reference does); floats beyond a narrow float type's range clip to
+    its largest value when ``saturate`` (infinities too)."""
+    if dt.name in NUMPY_TYPES or dt.name == "bfloat16":
+        return a.astype(dt)
+    if dt.name.startswith(("int", "uint")):
+        info = ml_dtypes.iinfo(dt)
+        lo, span = int(info.min), int(info.max) - int(info.min) + 1
+        v = (np.rint(a) if a.dtype.kind == "f" else a).astype(np.int64)
+        return ((v - lo) % span + lo).astype(dt)
+    top = float(ml_dtypes.finfo(dt).max)
+    if saturate:
+        a = np.where(np.isnan(a), a, np.clip(a, -top, top))
+    return a.astype(dt)
+
+
 @builds(ew.Cast)
 def handle_cast(ctx: NodeContext, xs: list) -> Tensor:
-    """Cast(to) between numpy's numeric types and bool."""
-    x = xs[0]
-    if x.dtype.name not in NUMPY_TYPES:
-        raise ctx.unsupported(f"casting from {x.dtype} is not supported")
-    return ew.cast(x, np_dtype(ctx, int(ctx.attr("to"))))
+    """Cast(to) between numpy's numeric types and bool, and to and from ml_dtypes'
+    bfloat16, float8, float4, int4 and int2 (computed directly, no gradient)."""
+    return _cast(ctx, xs[0], _onnx_np_dtype(ctx, int(ctx.attr("to"))))
+
+
+@builds(ew.Cast)
+def handle_cast_like(ctx: NodeContext, xs: list) -> Tensor:
+    """CastLike: Cast to the element type of the second input."""
+    return _cast(ctx, xs[0], xs[1].dtype)
+
+
+@builds(ew.Sub, ew.Mul)
+def handle_mod(ctx: NodeContext, xs: list) -> Tensor:
+    """Mod: the remainder with the divisor's sign (``fmod=0``, as numpy's ``mod``) or the
+    dividend's (``fmod=1``, C's ``fmod``). Floats are differentiable as
+    ``a - b * q`` with the quotient ``q`` (floor or truncation of a/b) held constant;
+    integers are computed directly (no gradient)."""
+    a, b = xs
+    xp = ctx.device.xp
+    fmod = int(ctx.attr("fmod", 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = xp.fmod(a.data, b.data) if fmod else xp.mod(a.data, b.data)
+        ratio = a.data / b.data
+    if a.dtype.kind != "f" or not bool(xp.isfinite(ratio).all() and xp.isfinite(a.data).all()):
+        # integers, and the infinities and NaNs where a quotient means nothing: no gradient
+        return ctx.wrap(xp.asarray(y).astype(xp.result_type(a.data, b.data)))
+    q = xp.trunc(ratio) if fmod else xp.floor(ratio)
+    return keep_dtype(ew.sub(a, ew.mul(b, ctx.wrap(q.astype(a.dtype)))), a.dtype)
 
 
 # ----- tables --------------------------------------------------------------------------------
@@ -151,4 +215,6 @@ IMPORT = {
     "Identity": unary_handler(ew.identity, ew.Identity),
     "Clip": handle_clip,
     "Cast": handle_cast,
+    "CastLike": handle_cast_like,
+    "Mod": handle_mod,
 }

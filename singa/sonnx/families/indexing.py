@@ -180,6 +180,17 @@ def handle_scatter_elements(ctx: NodeContext, xs: list) -> Tensor:
     return ix.scatter_elements(data, indices, updates, int(ctx.attr("axis", 0)), reduction)
 
 
+@builds(ix.Where)
+def handle_trilu(ctx: NodeContext, xs: list) -> Tensor:
+    """Trilu: the upper (``upper=1``) or lower triangle from diagonal ``k`` of the last
+    two axes, zeros elsewhere."""
+    x = xs[0]
+    k = int(ctx.static(xs[1]).reshape(())) if len(xs) > 1 and xs[1] is not None else 0
+    full = np.ones(x.shape[-2:], bool)
+    keep = np.triu(full, k) if int(ctx.attr("upper", 1)) else np.tril(full, k)
+    return ix.where(x, ctx.const(0, x.dtype), ctx.const(keep))
+
+
 EXPORT = {
     ix.Gather: convert_gather,
     ix.Where: convert_where,
@@ -192,6 +203,7 @@ EXPORT = {
 IMPORT = {
     "Gather": handle_gather,
     "Where": handle_where,
+    "Trilu": handle_trilu,
     "OneHot": handle_onehot,
     "NonZero": handle_nonzero,
     "ScatterElements": handle_scatter_elements,

@@ -6,6 +6,7 @@ from typing import Any
 
 from singa import autograd
 from singa.autograd import linalg
+from singa.sonnx import attention
 from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
 from singa.tensor import Tensor
 
@@ -86,4 +87,5 @@ EXPORT = {
 IMPORT = {
     "MatMul": handle_matmul,
     "Gemm": handle_gemm,
+    "Attention": attention.handle_attention,
 }

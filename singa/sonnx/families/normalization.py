@@ -7,8 +7,11 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
+from singa.autograd import elementwise as ew
 from singa.autograd import normalization
+from singa.autograd.reduction import ReduceMean, ReduceSum
 from singa.sonnx.context import ExportContext, NodeContext, builds, keep_dtype
+from singa.tensor import Tensor
 
 # ----- export --------------------------------------------------------------------------------
 
@@ -97,6 +100,38 @@ def handle_layer_norm(ctx: NodeContext, xs: list) -> Any:
     return [y, ctx.const(m, stash), ctx.const(inv, stash)]
 
 
+@builds(ReduceMean, ew.Mul, ew.Add, ew.Sqrt, ew.Div, ew.Cast)
+def handle_rms_norm(ctx: NodeContext, xs: list) -> Tensor:
+    """RMSNormalization: ``x / sqrt(mean(x^2) + epsilon) * scale`` over the axes from
+    ``axis`` on, in float32 or wider (``stash_type``)."""
+    x, scale = xs[0], xs[1]
+    axis = int(ctx.attr("axis", -1)) % x.ndim()
+    eps = float(ctx.attr("epsilon", 1e-5))
+    wide = x if x.dtype.itemsize >= 4 else ew.cast(x, np.float32)
+    ms = autograd.reduce_mean(ew.mul(wide, wide), list(range(axis, x.ndim())), 1)
+    rms = ew.sqrt(ew.add(ms, ctx.const(eps, wide.dtype)))
+    y = ew.div(wide, rms)
+    y = ew.mul(y if y.dtype == scale.dtype else ew.cast(y, scale.dtype), scale)
+    return keep_dtype(y, x.dtype)
+
+
+@builds(ew.Div, ReduceSum, ew.Abs, ew.Mul, ew.Sqrt, ew.Add)
+def handle_lp_norm(ctx: NodeContext, xs: list) -> Tensor:
+    """LpNormalization: ``x`` divided by its L1 or L2 norm along ``axis`` (0 where the
+    norm is 0)."""
+    x = xs[0]
+    axis = [int(ctx.attr("axis", -1)) % x.ndim()]
+    p = int(ctx.attr("p", 2))
+    if p == 1:
+        norm = autograd.reduce_sum(ew.abs(x), axis, 1)
+    elif p == 2:
+        norm = ew.sqrt(autograd.reduce_sum(ew.mul(x, x), axis, 1))
+    else:
+        raise ctx.unsupported(f"p={p} (1 or 2)")
+    norm = ew.add(norm, ctx.wrap((norm.data == 0).astype(norm.dtype)))  # 0 / 0 -> 0
+    return keep_dtype(ew.div(x, norm), x.dtype)
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     normalization.BatchNorm2d: convert_batchnorm,
@@ -106,4 +141,6 @@ EXPORT = {
 IMPORT = {
     "BatchNormalization": handle_batchnorm,
     "LayerNormalization": handle_layer_norm,
+    "RMSNormalization": handle_rms_norm,
+    "LpNormalization": handle_lp_norm,
 }

@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from singa import autograd
 from singa.autograd import shaping as sh
+from singa.sonnx import computed
 from singa.sonnx.context import ExportContext, NodeContext, batch_aware, builds, cast_to
 from singa.tensor import Tensor
 
@@ -401,4 +402,5 @@ IMPORT = {
     "Tile": handle_tile,
     "Constant": handle_constant,
     "Size": handle_size,
+    **computed.IMPORT,
 }
