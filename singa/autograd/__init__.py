@@ -30,6 +30,12 @@ training = False
 #: every operator call goes through ``autocast.call(op, inputs)``
 autocast = None
 
+import sys  # noqa: E402
+
+from singa.autograd import engine as _engine  # noqa: E402
+
+_engine.bind_switches(sys.modules[__name__])
+
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403

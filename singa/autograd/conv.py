@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import _im2col as im
-from singa.autograd import conv_geometry as geo
+import singa.autograd._im2col as im
+import singa.autograd.conv_geometry as geo
 from singa.autograd.buffers import scratch
 from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor

@@ -14,7 +14,7 @@ import itertools
 import math
 from typing import Any
 
-from singa.autograd import conv_geometry as geo
+import singa.autograd.conv_geometry as geo
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 

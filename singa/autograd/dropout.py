@@ -6,8 +6,7 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd as _state
-from singa.autograd.engine import Operation
+from singa.autograd.engine import Operation, is_training
 from singa.tensor import Tensor
 
 __all__ = ["dropout"]
@@ -64,5 +63,5 @@ def dropout(x: Tensor, ratio: float = 0.5, training: bool | None = None) -> Tens
     if not 0.0 <= ratio < 1.0:
         raise ValueError(f"dropout: ratio must be in [0, 1), got {ratio}")
     if training is None:
-        training = _state.training
+        training = is_training()
     return Dropout(ratio, training, x.device)(x)[0]

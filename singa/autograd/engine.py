@@ -41,13 +41,31 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-import singa.autograd as _state
 from singa.tensor import Tensor
+
+#: the object holding the user-visible switches ``training`` and ``autocast``: the
+#: ``singa.autograd`` package binds itself here when it is imported (see
+#: :func:`bind_switches`), so that ``autograd.training = True`` reaches the engine while
+#: the engine never imports the package above it
+_state: Any = types.SimpleNamespace(training=False, autocast=None)
+
+
+def bind_switches(holder: Any) -> None:
+    """Read ``training`` and ``autocast`` from ``holder`` from now on (the
+    ``singa.autograd`` package passes itself)."""
+    global _state
+    _state = holder
+
+
+def is_training() -> bool:
+    """The value of ``autograd.training``."""
+    return bool(_state.training)
 
 
 class Operation:

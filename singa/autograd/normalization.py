@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd as _state
 from singa.autograd._im2col import is_channels_last
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.engine import Operation, array_module, check_same_dtype, is_training, unbroadcast
 from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
 
@@ -207,7 +206,7 @@ def batchnorm_2d(
     statistics are used. ``scale`` and ``bias`` have shape (C,) and get gradients.
     """
     if training is None:
-        training = _state.training
+        training = is_training()
     if x.ndim() < 2:
         raise ValueError(f"batchnorm_2d: x must be (N, C, ...), got shape {x.shape}")
     if x.data.dtype.kind != "f":

@@ -17,16 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from singa.autograd import (
-    activation,
-    elementwise,
-    indexing,
-    linalg,
-    loss,
-    pooling,
-    reduction,
-    shaping,
-)
+import singa.autograd.activation as activation
+import singa.autograd.elementwise as elementwise
+import singa.autograd.indexing as indexing
+import singa.autograd.linalg as linalg
+import singa.autograd.loss as loss
+import singa.autograd.pooling as pooling
+import singa.autograd.reduction as reduction
+import singa.autograd.shaping as shaping
 from singa.autograd.dropout import dropout as dropout_fn  # the package's ``dropout`` is this function
 from singa.tensor import Tensor
 

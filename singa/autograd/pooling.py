@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from singa.autograd import _im2col as im
-from singa.autograd import conv_geometry as geo
+import singa.autograd._im2col as im
+import singa.autograd.conv_geometry as geo
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import conv_geometry as geo
-from singa.autograd import pooling
+import singa.autograd.conv_geometry as geo
+import singa.autograd.pooling as pooling
 from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 

@@ -186,7 +186,7 @@ def _split_args(op: str, args: tuple, axis: Any, keepdims: bool) -> tuple[tuple,
 def _elementwise(op: str, xs: tuple) -> Tensor:
     """SINGA's ``sum(a, b, ...)`` / ``mean(a, b, ...)``: the variadic operator over
     tensors of one dtype (floating for the mean) that broadcast together."""
-    from singa.autograd import variadic
+    import singa.autograd.variadic as variadic
 
     dtypes = {x.dtype for x in xs}
     if len(dtypes) > 1:
