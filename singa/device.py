@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-_CUPY_HINT = "install the GPU extra with `pip install singa[gpu]` (it provides cupy)"
+_CUPY_HINT = "install the GPU extra with `pip install '.[gpu]'` from the source tree (it provides cupy)"
 
 
 def _import_cupy():
