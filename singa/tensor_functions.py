@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from singa.tensor import Tensor
+from singa.tensor_core import Tensor
 
 __all__ = [
     "abs",
@@ -178,11 +178,7 @@ def concatenate(tensors: Any, axis: int) -> Tensor:
 
 def repeat(t: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
     """Repeat elements as :func:`numpy.repeat` (flattened when ``axis`` is None)."""
-    if axis is None and not isinstance(repeats, int | np.integer):
-        raise ValueError(f"repeat: with axis=None, repeats must be an int, got {repeats!r}")
-    if np.any(np.asarray(repeats) < 0):
-        raise ValueError(f"repeat: repeats must not be negative, got {repeats!r}")
-    return _new(t, t.device.xp.repeat(t.data, repeats, axis=axis))
+    return t.repeat(repeats, axis)
 
 
 # ----- elementwise math --------------------------------------------------------------

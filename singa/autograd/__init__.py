@@ -32,9 +32,11 @@ autocast = None
 
 import sys  # noqa: E402
 
+from singa import tensor as _tensor  # noqa: E402
 from singa.autograd import engine as _engine  # noqa: E402
 
 _engine.bind_switches(sys.modules[__name__])
+_tensor.bind_operators(sys.modules[__name__])  # Tensor's + - * @ [] reshape record our operators
 
 from singa.autograd.activation import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
