@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -101,10 +100,9 @@ def test_ctrl_c_stops_every_rank_and_rank_0_saves(tmp_path):
 def test_a_failing_rank_ends_the_cli_job_naming_the_rank(tmp_path):
     """Only rank 0 writes the checkpoint, so only rank 0 finds it cannot."""
     (tmp_path / "a-file").write_text("")
-    t0 = time.monotonic()
+    # the job must end by itself: run_mpi's timeout is a hang guard, not a speed check
     proc = run_mpi(2, ["-m", "cli.main", *TINY, "--checkpoint", str(tmp_path / "a-file" / "ck.zip")],
                    env=_env(tmp_path), cwd=ROOT)  # fmt: skip
     assert proc.returncode != 0
-    assert time.monotonic() - t0 < 60 + 30  # + start-up on a loaded machine
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("singa-train: rank")]
     assert len(lines) == 1 and lines[0].startswith("singa-train: rank 0 of 2 failed: "), proc.stderr

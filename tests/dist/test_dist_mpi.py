@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -80,10 +79,9 @@ def test_sparsification_sends_less_and_still_trains(ranks):
 
 @pytest.mark.parametrize("how", ["raise", "kill"])
 def test_one_failing_rank_ends_the_whole_job(how):
-    t0 = time.monotonic()
-    proc = run_mpi(2, [WORKER, "--fail", how], timeout=120)
+    # the job must end by itself (a hang raises TimeoutExpired: the timeout is a hang guard)
+    proc = run_mpi(2, [WORKER, "--fail", how])
     assert proc.returncode != 0
-    assert time.monotonic() - t0 < 120
     if how == "raise":
         lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("singa: rank")]
         assert lines == ["singa: rank 1 of 2 failed: RuntimeError: rank one fails on purpose"], proc.stderr
