@@ -55,12 +55,17 @@ from singa.autograd import engine
 from singa.model import _inplace
 from singa.tensor import Tensor
 
-__all__ = ["Recorder", "Graph", "flatten_outputs", "rebuild_outputs"]
+__all__ = ["Recorder", "Graph", "Node", "flatten_outputs", "rebuild_outputs"]
 
 _EXT, _IN, _OUT = 0, 1, 2
 
 
-class _Node:
+class Node:
+    """One recorded kernel call: ``fn(*arrays of ins)`` gives the arrays of ``outs``
+    (slot numbers; None for a missing input or an unused output). ``op`` is the
+    operator of a forward or backward call (None for other calls), ``random`` says the
+    call drew random numbers, ``inplace`` lists its checked in-place variants."""
+
     __slots__ = ("index", "fn", "ins", "outs", "op", "is_backward", "random", "cache_bytes", "inplace")
 
     def __init__(self, index, fn, ins, outs, op, is_backward, random, cache_bytes, inplace):
@@ -104,11 +109,12 @@ class Recorder:
     def __init__(self, dev: Any, inputs: Sequence[Any], inplace: bool = False):
         self.dev = dev
         self.inplace = inplace
-        self.nodes: list[_Node] = []
+        self.nodes: list[Node] = []
         self.arrays: list[Any] = []  # slot -> array at trace time (keeps them alive)
         self.kinds: list[int] = []
         self._slot: dict[int, int] = {}
         self.input_slots = [self._input(a) for a in inputs]
+        self._extra_nodes = 0
         self._rng_cpu = not dev.is_gpu
         self._rng_state = self._rng_token()
 
@@ -127,6 +133,23 @@ class Recorder:
         """The slot of ``arr``; arrays seen for the first time are external."""
         s = self._slot.get(id(arr))
         return s if s is not None else self._new(arr, _EXT)
+
+    def add_constant(self, arr: Any) -> int:
+        """A new external slot holding ``arr`` (e.g. weights computed from the traced
+        ones by a rewrite of :attr:`nodes`)."""
+        return self._new(arr, _EXT)
+
+    def new_node(self, fn: Any, ins: Sequence[int | None], outs: Sequence[int | None]) -> Node:
+        """A node calling ``fn`` that belongs to no operator (for rewrites of
+        :attr:`nodes`): ``fn(*ins)`` computes ``outs``; its index is unique."""
+        self._extra_nodes += 1
+        index = len(self.nodes) + self._extra_nodes + 1_000_000
+        return Node(index, fn, list(ins), list(outs), None, False, False, 0, [])
+
+    def is_external(self, s: int) -> bool:
+        """Whether slot ``s`` holds an array no recorded call produced (a parameter,
+        buffer or constant) that is not an input."""
+        return self.kinds[s] == _EXT
 
     def _rng_token(self) -> Any:
         if self._rng_cpu:
@@ -156,7 +179,7 @@ class Recorder:
         variants = []
         if self.inplace and op is not None:
             variants = _inplace.find_variants(op, is_backward, list(in_arrays), tuple(out_arrays))
-        node = _Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes, variants)
+        node = Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes, variants)
         self.nodes.append(node)
 
 
@@ -222,7 +245,7 @@ class Graph:
         self._fn = ns["replay"]
 
     # ----- pruning: drop gradients nobody uses (sequential=False) ----------------------
-    def _prune(self, nodes: list[_Node], kinds: list[int], out_slots: list[int]) -> list[_Node]:
+    def _prune(self, nodes: list[Node], kinds: list[int], out_slots: list[int]) -> list[Node]:
         """Turn off gradients that no kernel uses, repeatedly (their producers may become
         unused in turn). Returns the surviving nodes (original indices kept)."""
         alive = {n.index: n for n in nodes}
@@ -243,7 +266,7 @@ class Graph:
                     n.op.requires_grad = False  # its forward need not fill a cache
         return [n for n in nodes if n.index in alive]
 
-    def _drop_unused_grads(self, n: _Node, used: dict[int, int]) -> bool:
+    def _drop_unused_grads(self, n: Node, used: dict[int, int]) -> bool:
         """Turn off the gradients of backward node ``n`` that nothing uses (its
         operator's ``needs_grad`` entries and its output slots); True if any was."""
         if not n.is_backward or n.op is None:
@@ -261,7 +284,7 @@ class Graph:
 
     # ----- scheduling (sequential=False) ----------------------------------------------
     @staticmethod
-    def _schedule(nodes: list[_Node], arrays: list[Any], kinds: list[int], out_slots: list[int]) -> list[int]:
+    def _schedule(nodes: list[Node], arrays: list[Any], kinds: list[int], out_slots: list[int]) -> list[int]:
         """A dependency-respecting order (positions into ``nodes``) that runs first,
         among the ready kernels, those that release memory; ties keep recorded order."""
         deps = _dependencies(nodes, arrays, kinds)
@@ -282,7 +305,7 @@ class Graph:
 
     # ----- code generation ----------------------------------------------------------------
     def _generate(
-        self, nodes: list[_Node], order: list[int], arrays: list[Any], kinds: list[int], out_slots: list[int]
+        self, nodes: list[Node], order: list[int], arrays: list[Any], kinds: list[int], out_slots: list[int]
     ) -> tuple[str, dict]:
         """The replay function's source (one line per kernel call, cache release and
         ``del`` of dead slots) and the namespace it runs in."""
@@ -306,7 +329,7 @@ class Graph:
         src.lines.append(f"    return ({', '.join(outs)}{',' if outs else ''})")
         return "\n".join(src.lines) + "\n", src.ns
 
-    def _emit_call(self, src: _Source, n: _Node, dead_after: set, last: dict[int, int]) -> None:
+    def _emit_call(self, src: _Source, n: Node, dead_after: set, last: dict[int, int]) -> None:
         """The line calling node ``n``'s kernel (in place when it may) and binding its
         outputs that something uses later."""
         fname = f"f{n.index}"
@@ -324,7 +347,7 @@ class Graph:
         else:
             src.lines.append(f"    {', '.join(outs)}, = {call}")
 
-    def _reuse(self, n: _Node, fname: str, args: list, dead: set, ns: dict) -> str:
+    def _reuse(self, n: Node, fname: str, args: list, dead: set, ns: dict) -> str:
         """The name to call for node ``n``: an in-place form when an input it may write
         into is dead after it (reordering ``args`` if needed), else ``fname``."""
         once = [s for s in n.ins if s in dead and n.ins.count(s) == 1]
@@ -376,7 +399,7 @@ def _root(a: Any) -> Any:
 
 
 # ----- helpers of pruning, scheduling and code generation -----------------------------------
-def _use_counts(nodes: list[_Node], out_slots: list[int]) -> dict[int, int]:
+def _use_counts(nodes: list[Node], out_slots: list[int]) -> dict[int, int]:
     """How many times each slot is read (by a node, or as an output of the call)."""
     used: dict[int, int] = {}
     for s in [s for n in nodes for s in n.ins] + list(out_slots):
@@ -385,7 +408,7 @@ def _use_counts(nodes: list[_Node], out_slots: list[int]) -> dict[int, int]:
     return used
 
 
-def _dependencies(nodes: list[_Node], arrays: list[Any], kinds: list[int]) -> list[set]:
+def _dependencies(nodes: list[Node], arrays: list[Any], kinds: list[int]) -> list[set]:
     """For each node, the earlier nodes it must run after: the producers of its
     inputs; for a backward, its forward; the previous node touching the same external
     memory (parameters, buffers, states: read or written in place; a backward touches
@@ -413,7 +436,7 @@ def _dependencies(nodes: list[_Node], arrays: list[Any], kinds: list[int]) -> li
     return deps
 
 
-def _link_forward(n: _Node, i: int, d: set, roots: set, forward_of: dict, fwd_touch: dict) -> set:
+def _link_forward(n: Node, i: int, d: set, roots: set, forward_of: dict, fwd_touch: dict) -> set:
     """Record forward node ``i``; or make backward node ``i`` depend on its forward and
     touch what the forward touched. Returns the memory roots node ``i`` touches."""
     if n.op is None:
@@ -441,7 +464,7 @@ class _MemoryBalance:
     """What running a node would allocate minus what it would release, as the
     schedule advances (slots whose last remaining use it is, its operator's cache)."""
 
-    def __init__(self, nodes: list[_Node], arrays: list[Any], kinds: list[int], out_slots: list[int]):
+    def __init__(self, nodes: list[Node], arrays: list[Any], kinds: list[int], out_slots: list[int]):
         self.kinds = kinds
         self.uses: dict[int, int] = {}
         for n in nodes:
@@ -452,7 +475,7 @@ class _MemoryBalance:
         self.size = [_nbytes(a) for a in arrays]
         self.cache_of = {id(n.op): n.cache_bytes for n in nodes if n.op is not None and not n.is_backward}
 
-    def delta(self, n: _Node) -> int:
+    def delta(self, n: Node) -> int:
         """Bytes allocated minus bytes released by running ``n`` now."""
         freed = 0
         counted = set()
@@ -467,14 +490,14 @@ class _MemoryBalance:
         alloc = sum(self.size[s] for s in n.outs if s is not None) + n.cache_bytes
         return alloc - freed
 
-    def ran(self, n: _Node) -> None:
+    def ran(self, n: Node) -> None:
         """``n`` was scheduled: its inputs have one use less."""
         for s in n.ins:
             if s is not None and self.kinds[s] != _EXT:
                 self.uses[s] -= 1
 
 
-def _topological_order(nodes: list[_Node], deps: list[set], balance: _MemoryBalance) -> list[int]:
+def _topological_order(nodes: list[Node], deps: list[set], balance: _MemoryBalance) -> list[int]:
     """Kahn's algorithm; among the ready nodes, those that release memory first, then
     recorded order."""
     succ: list[list[int]] = [[] for _ in nodes]
@@ -498,7 +521,7 @@ def _topological_order(nodes: list[_Node], deps: list[set], balance: _MemoryBala
     return order
 
 
-def _last_uses(nodes: list[_Node], order: list[int], kinds: list[int], out_slots: list[int]) -> dict:
+def _last_uses(nodes: list[Node], order: list[int], kinds: list[int], out_slots: list[int]) -> dict:
     """The position in ``order`` of each internal slot's last use (outputs of the call:
     past the end)."""
     last: dict[int, int] = {}
@@ -537,7 +560,7 @@ class _Source:
         return self.names[s]
 
 
-def _emit_cache_release(src: _Source, n: _Node, uncleared: dict[int, Any]) -> None:
+def _emit_cache_release(src: _Source, n: Node, uncleared: dict[int, Any]) -> None:
     """After a backward, drop its operator's cache (as the eager engine does); note
     forwards that filled one, to drop those no backward ran for at the end."""
     if n.op is None:

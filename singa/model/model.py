@@ -32,7 +32,11 @@ optimizer, compile on placeholders, and call the model::
     logits = m(tx)                 # forward (evaluation mode)
 
 In graph mode the first call for each signature is traced and later calls replay it
-(see :mod:`singa.model.graph` for what is recorded and the limits of tracing).
+(see :mod:`singa.model.graph` for what is recorded and the limits of tracing). An
+evaluation call replays the forward with eval-only fusions (:mod:`singa.model.inference`):
+bitwise equal to eager evaluation by default, and with ``fold_batchnorm=True``
+(:meth:`Model.graph`) BatchNorm folded into the preceding weights, close to eager
+evaluation to float32 rounding but not bitwise.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from singa.autograd import buffers
 from singa.autograd.engine import no_grad
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
+from singa.model import inference as _inference
 from singa.model import precision as _precision
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
 from singa.tensor import Tensor
@@ -65,6 +70,8 @@ class Model(Layer):
         sequential: whether replays keep the recorded kernel order.
         precision: "float32" (default), "mixed" or "float16"; set by :meth:`compile`
             (see :mod:`singa.model.precision`).
+        fold_batchnorm: whether evaluation replays fold BatchNorm into the preceding
+            convolution or linear weights (set by :meth:`graph`; default False).
     """
 
     def __init__(self, name: str | None = None):
@@ -74,6 +81,8 @@ class Model(Layer):
         self.sequential = False
         self._graphs: OrderedDict = OrderedDict()
         self.precision = "float32"
+        self.fold_batchnorm = False
+        self._states_version = 0  # advanced whenever the model's states may have changed
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -151,9 +160,12 @@ class Model(Layer):
     def train(self, mode: bool = True) -> Model:
         """Training mode: calling the model runs ``train_one_batch``. As in SINGA this
         also sets ``autograd.training`` to ``mode`` (so operators keep what backward
-        needs only in training mode). Returns self."""
+        needs only in training mode). Training mode drops the evaluation graphs that
+        hold folded weights (training changes the parameters). Returns self."""
         super().train(mode)
         _ag.training = bool(mode)
+        if mode:
+            self._states_changed()
         return self
 
     def eval(self) -> Model:
@@ -162,14 +174,49 @@ class Model(Layer):
         no backward caches). Returns self."""
         return self.train(False)
 
-    def graph(self, mode: bool = True, sequential: bool = False) -> None:
-        """Turn graph mode on or off; ``sequential`` chooses recorded-order replay."""
+    def graph(self, mode: bool = True, sequential: bool = False, fold_batchnorm: bool | None = None) -> None:
+        """Turn graph mode on or off; ``sequential`` chooses recorded-order replay.
+
+        ``fold_batchnorm`` (None keeps the current setting, initially False): whether
+        evaluation replays fold each BatchNorm into the convolution or linear layer
+        before it (see :mod:`singa.model.inference`). Folded results match eager
+        evaluation to float32 rounding, not bitwise; the folded weights are rebuilt
+        after ``train()``, an optimizer step, ``set_states``/``set_params`` and
+        ``load_states``. After changing a parameter's values any other way
+        (``copy_from``, writing into ``tensor.data``) call :meth:`reset_graph`."""
         self.graph_mode = bool(mode)
         self.sequential = bool(sequential)
+        if fold_batchnorm is not None:
+            self.fold_batchnorm = bool(fold_batchnorm)
 
     def reset_graph(self) -> None:
         """Drop every cached trace (the next call traces again)."""
         self._graphs.clear()
+
+    def set_states(self, states: Any, strict: bool = True) -> Any:
+        """See :meth:`singa.layer.Layer.set_states`; evaluation graphs holding folded
+        weights are rebuilt on their next call."""
+        result = super().set_states(states, strict)
+        self._states_changed()
+        return result
+
+    def set_params(self, params: Any, strict: bool = True) -> Any:
+        """See :meth:`singa.layer.Layer.set_params`; evaluation graphs holding folded
+        weights are rebuilt on their next call."""
+        result = super().set_params(params, strict)
+        self._states_changed()
+        return result
+
+    def _states_changed(self) -> None:
+        """The states may have new values: forget the graphs built from their old ones."""
+        self._states_version += 1
+        for key in [k for k, (g, _) in self._graphs.items() if getattr(g, "folded", False)]:
+            del self._graphs[key]
+
+    def _stamp(self) -> tuple:
+        """What a folded evaluation graph was built from: the states' version and the
+        optimizer's step."""
+        return (self._states_version, id(self.optimizer), getattr(self.optimizer, "step_counter", None))
 
     # ----- calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -197,7 +244,7 @@ class Model(Layer):
 
     def _signature(self, training: bool, args: tuple, kwargs: dict) -> tuple | None:
         """The trace cache key, or None when the arguments cannot be keyed."""
-        parts: list = [training, self.sequential, id(self.optimizer)]
+        parts: list = [training, self.sequential, id(self.optimizer), not training and self.fold_batchnorm]
         seen: dict[int, int] = {}
         for v in list(args) + [kwargs[k] for k in sorted(kwargs)]:
             if isinstance(v, Tensor):
@@ -223,7 +270,7 @@ class Model(Layer):
         entry = self._graphs.get(key)
         if entry is not None:
             graph, checks = entry
-            if all(t.data is a for t, a in checks):
+            if all(t.data is a for t, a in checks) and (not graph.folded or graph.stamp == self._stamp()):
                 self._graphs.move_to_end(key)
                 outs = graph(_distinct_arrays(tensors))
                 return rebuild_outputs(graph.out_template, [Tensor._wrap(a, dev) for a in outs])
@@ -240,7 +287,14 @@ class Model(Layer):
             dev.recorder = None
         leaves: list = []
         template = flatten_outputs(result, leaves)
-        graph = Graph(rec, template, [t.data for t in leaves], self.sequential)
+        outs = [t.data for t in leaves]
+        training = key[0]
+        if training or self.precision != "float32":
+            graph = Graph(rec, template, outs, self.sequential)
+            graph.folded = False
+        else:
+            graph = _inference.build_graph(rec, template, outs, self.sequential, self.fold_batchnorm)
+            graph.stamp = self._stamp()
         del rec
         _release_trace_buffers()
         checks = [(t, t.data) for t in self.get_states().values()]
@@ -263,7 +317,10 @@ class Model(Layer):
         (see :func:`singa.model.checkpoint.load_model`)."""
         from singa.model import checkpoint
 
-        return checkpoint.load_model(self, fpath, strict=strict)
+        try:
+            return checkpoint.load_model(self, fpath, strict=strict)
+        finally:
+            self._states_changed()
 
     def export_onnx(
         self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True, dtype: Any = None

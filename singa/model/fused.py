@@ -1,0 +1,70 @@
+"""Eval-only fused kernels, called by the inference graphs of :mod:`singa.model.inference`.
+
+Each is a small callable object run on arrays by a generated replay function. They
+call the operators' own kernels (the convolution's ``forward``) and add what the
+fusion saves: the bias added into the product's output and ReLU applied in place,
+instead of a new array and a pass over memory for each. None keeps a backward cache:
+these kernels exist only for evaluation.
+
+Per element they compute what the unfused operators compute (``max(x @ W + b, 0)`` with
+the same roundings), so fusing them alone keeps eval results bitwise equal; only
+folding BatchNorm into the weights (done once, by :mod:`singa.model.inference`) changes
+bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from singa.autograd.engine import array_module
+
+__all__ = ["ConvForward", "LinearForward"]
+
+
+def _relu_in_place(y: Any) -> Any:
+    """``y = max(y, 0)`` written into ``y`` (whose memory the caller owns)."""
+    array_module(y).maximum(y, 0, out=y)
+    return y
+
+
+class ConvForward:
+    """``conv(x, W) + b``, then ReLU in place when ``relu``: the forward of a traced
+    :class:`~singa.autograd.conv.Conv2d` operator (its geometry) on given weights.
+
+    Args:
+        conv: the traced convolution operator (its ``forward`` is called; it keeps no
+            cache in evaluation).
+        relu: apply ReLU to the convolution's output in place.
+    """
+
+    def __init__(self, conv: Any, relu: bool):
+        self.conv = conv
+        self.relu = relu
+
+    def __call__(self, x: Any, W: Any, b: Any = None) -> Any:
+        y = self.conv.forward(x, W, b)
+        return _relu_in_place(y) if self.relu else y
+
+    def __repr__(self) -> str:
+        return f"ConvForward({self.conv.kernel_size}, relu={self.relu})"
+
+
+class LinearForward:
+    """``x @ W``, plus ``b`` added in place (shape (O,) or (1, O)), then ReLU in place
+    when ``relu``.
+
+    Args:
+        relu: apply ReLU to the result in place.
+    """
+
+    def __init__(self, relu: bool):
+        self.relu = relu
+
+    def __call__(self, x: Any, W: Any, b: Any = None) -> Any:
+        y = x @ W
+        if b is not None:
+            y += b.reshape(1, -1)
+        return _relu_in_place(y) if self.relu else y
+
+    def __repr__(self) -> str:
+        return f"LinearForward(relu={self.relu})"

@@ -1,0 +1,269 @@
+"""The inference path: a traced evaluation forward, rewritten with eval-only fusions,
+replayed as a :class:`~singa.model.graph.Graph`.
+
+``model.eval()`` in graph mode traces ``forward`` once per input signature (as graph
+mode does for training) and replays it; :func:`build_graph` rewrites the trace first.
+``sonnx.prepare(...).run`` replays the ONNX graph the same way
+(:mod:`singa.sonnx.replay`). The rewrites follow the table :data:`RULES`: a producer
+(a convolution, or a matrix product with a weight matrix) absorbs the single consumer
+of its output when the pair is listed there:
+
+============ =========== ======== ===================================================
+producer     consumer    level    what the fused kernel does
+============ =========== ======== ===================================================
+matmul       bias        exact    ``x @ W`` then ``+= b`` in place (a ``linear``)
+conv         batchnorm   fold     BatchNorm (eval) folded into ``W`` and ``b``
+linear       batchnorm   fold     the same for ``x @ W + b`` (BatchNorm over (N, C))
+matmul       batchnorm   fold     the same without a bias (becomes a ``linear``)
+conv         relu        exact    ReLU applied in place on the convolution's output
+linear       relu        exact    ReLU applied in place after the bias
+============ =========== ======== ===================================================
+
+Levels: ``exact`` rewrites compute every element with the same roundings as the
+unfused operators, so replays stay bitwise equal to eager evaluation, and they read
+the parameters live (no copy is taken). ``fold`` rewrites (``fold_batchnorm=True``)
+compute ``W * a`` and ``(b - mean) * a + beta`` with ``a = scale / sqrt(var + eps)``
+once, in float64, rounded to the weights' dtype: the results match eager evaluation
+to float32 rounding (a few ulps of the activations' scale), **not bitwise**, and the
+folded weights are a snapshot of the parameters, so the caller must rebuild the
+graph when parameters change (:class:`~singa.model.Model` does, see
+:meth:`~singa.model.Model.graph`). No kernel keeps a backward cache: the trace runs
+with ``autograd.training`` False.
+
+Only a producer whose weights are external arrays (parameters or constants) and a
+consumer that is the single user of the producer's output (not an output of the call)
+are fused; everything else replays as traced.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from singa.autograd.activation import ReLU
+from singa.autograd.conv import Conv2d
+from singa.autograd.linalg import AddBias, Gemm, MatMul
+from singa.autograd.normalization import BatchNorm2d
+from singa.model.fused import ConvForward, LinearForward
+from singa.model.graph import Graph, Node, Recorder
+
+__all__ = ["RULES", "FusionRule", "fuse", "build_graph"]
+
+LEVELS = ("exact", "fold")
+
+
+@dataclass
+class _Stage:
+    """A producer being fused: its kernel's inputs and what it absorbed."""
+
+    kind: str  # "conv", "matmul" or "linear"; "done" once ReLU is absorbed
+    position: int  # where the fused node runs (the last absorbed node)
+    x: int  # slot of the data input
+    w: int  # slot of the weights (conv: (O, C/g, kh, kw); linear: (in, out))
+    b: int | None  # slot of the bias (O,) or (1, O), or None
+    out: int  # slot of the output
+    conv: Any = None
+    relu: bool = False
+    applied: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """One row of :data:`RULES`: a ``producer`` stage absorbs a ``consumer`` node."""
+
+    producer: str
+    consumer: str
+    level: str
+    absorb: Any  # (rec, stage, consumer node) -> bool (False: the pair does not fit)
+
+    @property
+    def name(self) -> str:
+        """``producer+consumer``, as counted in :attr:`Graph.fusions`."""
+        return f"{self.producer}+{self.consumer}"
+
+
+# ----- classification of traced nodes ---------------------------------------------------------
+def _consumer_kind(n: Node) -> str | None:
+    op = n.op
+    if n.is_backward or op is None:
+        return None
+    if type(op) is AddBias and op.axis == 0 and len(n.ins) == 2:
+        return "bias"
+    if type(op) is BatchNorm2d and not op.training and len(n.ins) == 5:
+        return "batchnorm"
+    if type(op) is ReLU and len(n.ins) == 1:
+        return "relu"
+    return None
+
+
+def _producer(rec: Recorder, n: Node, position: int) -> _Stage | None:
+    """The stage that node ``n`` starts, when it is a fusable producer."""
+    op, ins = n.op, n.ins
+    if n.is_backward or op is None or len(n.outs) != 1 or n.outs[0] is None:
+        return None
+    if any(s is None for s in ins) or not all(rec.is_external(s) for s in ins[1:]):
+        return None
+    out = n.outs[0]
+    if type(op) is Conv2d and len(ins) in (2, 3):
+        return _Stage("conv", position, ins[0], ins[1], ins[2] if len(ins) == 3 else None, out, conv=op)
+    if type(op) is MatMul and len(ins) == 2 and _is_matrix(rec, ins[0]) and _is_matrix(rec, ins[1]):
+        return _Stage("matmul", position, ins[0], ins[1], None, out)
+    if type(op) is Gemm and _plain_gemm(rec, op, ins):
+        w = rec.arrays[ins[1]]
+        ws = rec.add_constant(w.T) if op.transB else ins[1]  # a view: follows the parameter
+        b = ins[2] if len(ins) == 3 else None
+        return _Stage("matmul" if b is None else "linear", position, ins[0], ws, b, out)
+    return None
+
+
+def _is_matrix(rec: Recorder, s: int) -> bool:
+    return getattr(rec.arrays[s], "ndim", 0) == 2
+
+
+def _plain_gemm(rec: Recorder, op: Gemm, ins: list) -> bool:
+    """A Gemm that is ``x @ W (+ c)``: alpha 1, x not transposed, c a row of O."""
+    if op.alpha != 1.0 or op.transA or len(ins) not in (2, 3) or not _is_matrix(rec, ins[0]):
+        return False
+    if not _is_matrix(rec, ins[1]):
+        return False
+    if len(ins) == 3:
+        o = rec.arrays[ins[1]].shape[0 if op.transB else 1]
+        return op.beta == 1.0 and tuple(rec.arrays[ins[2]].shape) in ((o,), (1, o))
+    return True
+
+
+# ----- absorbing consumers ---------------------------------------------------------------------
+def _absorb_bias(rec: Recorder, st: _Stage, n: Node) -> bool:
+    if not rec.is_external(n.ins[1]):
+        return False
+    st.b = n.ins[1]
+    st.kind = "linear"
+    return True
+
+
+def _absorb_relu(rec: Recorder, st: _Stage, n: Node) -> bool:
+    st.relu = True
+    st.kind = "done"
+    return True
+
+
+def _batchnorm_coefficients(rec: Recorder, n: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a, c) in float64 with ``bn(y) = a * y + c`` per channel, or None."""
+    if not all(rec.is_external(s) for s in n.ins[1:]):
+        return None
+    scale, bias, mean, var = (np.asarray(_host(rec.arrays[s]), np.float64) for s in n.ins[1:])
+    a = scale / np.sqrt(var + n.op.eps)
+    return a, bias - mean * a
+
+
+def _host(a: Any) -> Any:
+    """A numpy array of ``a`` (a cupy array is copied to the host)."""
+    return a.get() if hasattr(a, "get") else a
+
+
+def _absorb_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
+    coef = _batchnorm_coefficients(rec, n)
+    w = rec.arrays[st.w]
+    o = w.shape[0] if st.kind == "conv" else w.shape[1]
+    y = rec.arrays[n.ins[0]]
+    if coef is None or coef[0].shape != (o,) or y.ndim != (4 if st.kind == "conv" else 2):
+        return False
+    a, c = coef
+    xp = getattr(rec.dev, "xp", np)
+    w64 = np.asarray(_host(w), np.float64)
+    w_new = w64 * (a.reshape(-1, 1, 1, 1) if st.kind == "conv" else a.reshape(1, -1))
+    b64 = np.zeros(o) if st.b is None else np.asarray(_host(rec.arrays[st.b]), np.float64).reshape(o)
+    b_new = (b64 * a + c).astype(w.dtype)
+    st.w = rec.add_constant(xp.asarray(w_new.astype(w.dtype)))
+    st.b = rec.add_constant(xp.asarray(b_new))
+    if st.kind == "matmul":
+        st.kind = "linear"
+    return True
+
+
+#: The fusion table (see the module docstring); earlier rows are tried first.
+RULES: tuple[FusionRule, ...] = (
+    FusionRule("matmul", "bias", "exact", _absorb_bias),
+    FusionRule("conv", "batchnorm", "fold", _absorb_batchnorm),
+    FusionRule("linear", "batchnorm", "fold", _absorb_batchnorm),
+    FusionRule("matmul", "batchnorm", "fold", _absorb_batchnorm),
+    FusionRule("conv", "relu", "exact", _absorb_relu),
+    FusionRule("linear", "relu", "exact", _absorb_relu),
+)
+
+
+# ----- the rewrite -----------------------------------------------------------------------------
+def _use_counts(nodes: list[Node], out_slots: list[int]) -> Counter:
+    return Counter(s for n in nodes for s in n.ins if s is not None) + Counter(out_slots)
+
+
+def _rule_for(kind: str, consumer: str | None, levels: tuple[str, ...]) -> FusionRule | None:
+    for r in RULES:
+        if r.producer == kind and r.consumer == consumer and r.level in levels:
+            return r
+    return None
+
+
+def fuse(rec: Recorder, out_slots: list[int], fold: bool = False) -> Counter:
+    """Rewrite ``rec.nodes`` (a forward traced without backward) by :data:`RULES`:
+    ``exact`` rows always, ``fold`` rows when ``fold``. Returns how many times each
+    rule applied (``Counter({"conv+relu": 2, ...})``)."""
+    levels = LEVELS if fold else ("exact",)
+    uses = _use_counts(rec.nodes, out_slots)
+    stages: dict[int, _Stage] = {}  # output slot -> open stage
+    kept: dict[int, Any] = {}  # position -> node, or the stage that runs there
+    for p, n in enumerate(rec.nodes):
+        src = n.ins[0] if n.ins else None
+        st = stages.get(src) if uses[src] == 1 else None
+        rule = _rule_for(st.kind, _consumer_kind(n), levels) if st is not None else None
+        if rule is not None and rule.absorb(rec, st, n):
+            st.applied.append(rule.name)
+            del kept[st.position], stages[src]
+            st.out, st.position = n.outs[0], p
+            kept[p] = st
+            stages[st.out] = st
+            continue
+        kept[p] = n
+        new = _producer(rec, n, p)
+        if new is not None:
+            stages[new.out] = new
+    counts: Counter = Counter()
+    nodes = []
+    for p in sorted(kept):
+        item = kept[p]
+        if isinstance(item, _Stage) and item.applied:
+            counts.update(item.applied)
+            item = _stage_node(rec, item)
+        elif isinstance(item, _Stage):  # a producer that absorbed nothing: as traced
+            item = rec.nodes[p]
+        nodes.append(item)
+    rec.nodes = nodes
+    return counts
+
+
+def _stage_node(rec: Recorder, st: _Stage) -> Node:
+    fn = ConvForward(st.conv, st.relu) if st.conv is not None else LinearForward(st.relu)
+    ins = [st.x, st.w] if st.b is None else [st.x, st.w, st.b]
+    return rec.new_node(fn, ins, [st.out])
+
+
+def build_graph(
+    rec: Recorder, out_template: Any, out_arrays: list, sequential: bool = False, fold: bool = False
+) -> Graph:
+    """The replayable graph of an evaluation forward traced into ``rec``, fused by
+    :func:`fuse`. Its attributes ``fusions`` (the rules applied, counted) and
+    ``folded`` (whether it holds weights computed from the parameters, which a change
+    of parameters makes stale) describe the rewrite."""
+    out_slots = [rec.slot(a) for a in out_arrays]
+    counts = fuse(rec, out_slots, fold)
+    graph = Graph(rec, out_template, out_arrays, sequential)
+    graph.fusions = counts
+    graph.folded = any(_rule_level(name) == "fold" for name in counts)
+    return graph
+
+
+def _rule_level(name: str) -> str:
+    return next(r.level for r in RULES if r.name == name)
