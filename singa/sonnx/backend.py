@@ -28,6 +28,7 @@ from singa import autograd
 from singa import device as _device
 from singa.sonnx import checks, registry
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
+from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
 
 MIN_IMPORT_OPSET = 11
@@ -309,14 +310,28 @@ class SingaRep(BackendRep):
     Inputs are given in the order of the graph's inputs (initializers excluded) or as a
     dict by name. Given Tensors it returns Tensors (as SINGA does), given numpy arrays
     numpy arrays.
+
+    With ``use_graph`` (the default) runs replay a trace per input signature with the
+    eval-only fusions (:mod:`singa.sonnx.replay`); ``fold_batchnorm`` (default True)
+    folds BatchNorm into the convolution or Gemm before it, which matches node-by-node
+    evaluation to float32 rounding but not bitwise (False keeps the bits).
     """
 
-    def __init__(self, model: onnx.ModelProto, device: Any, source: str = "the ONNX model"):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        device: Any,
+        source: str = "the ONNX model",
+        use_graph: bool = True,
+        fold_batchnorm: bool = True,
+    ):
         super().__init__()
         self.model = model
         self.device = device
         self.graph = OnnxGraph(model, device, source)
         self.params = {n: self.graph._const(a) for n, a in self.graph.initializers.items()}
+        self.use_graph = bool(use_graph)
+        self.replays = ReplayCache(self.graph, self.params, fold_batchnorm)
 
     def run(
         self, inputs: Any, last_layers: int | None = None, aux_output: Sequence[str] = (), **kwargs: Any
@@ -330,16 +345,24 @@ class SingaRep(BackendRep):
         append."""
         feeds, as_tensors = _feeds(self.graph, inputs, self.device)
         stop = self.graph.cut(last_layers)
-        with autograd.no_grad():
-            outs = self.graph.run(feeds, self.params, training=False, extra=tuple(aux_output), stop=stop)
+        if self.use_graph:
+            outs = self.replays.run(feeds, tuple(aux_output), stop)
+        else:
+            with autograd.no_grad():
+                outs = self.graph.run(feeds, self.params, training=False, extra=tuple(aux_output), stop=stop)
         if as_tensors:
             return outs
         return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]
 
 
-def prepare(model: Any, device: Any = None, **kwargs: Any) -> SingaRep:
+def prepare(
+    model: Any, device: Any = None, use_graph: bool = True, fold_batchnorm: bool = True, **kwargs: Any
+) -> SingaRep:
     """Prepare an ONNX model (ModelProto, path or bytes) to run on ``device`` (a singa
     Device, "CPU", "CUDA" / "CUDA:1", or None for the default CPU device).
+
+    ``use_graph`` and ``fold_batchnorm``: see :class:`SingaRep` (runs replay a fused
+    trace; BatchNorm folded, float32-close to node-by-node evaluation, not bitwise).
 
     Raises UnsupportedOperator naming every unsupported op type and its node, and
     :class:`~singa.sonnx.checks.InvalidModel` (a ValueError) naming the file and the
@@ -347,7 +370,7 @@ def prepare(model: Any, device: Any = None, **kwargs: Any) -> SingaRep:
     does not match its dims, a graph without nodes, a value nothing defines or a cycle.
     """
     proto, source = checks.load(model)
-    return SingaRep(proto, _get_device(device), source)
+    return SingaRep(proto, _get_device(device), source, use_graph, fold_batchnorm)
 
 
 class SingaBackend(Backend):

@@ -1,0 +1,171 @@
+"""Graph replay for :func:`singa.sonnx.prepare`: the inference path of ONNX models.
+
+The first ``run`` for an input signature (names, shapes and dtypes of the inputs,
+``last_layers``, ``aux_output``) evaluates the graph node by node while a
+:class:`~singa.model.graph.Recorder` records every kernel; the trace is rewritten
+with the eval-only fusions of :mod:`singa.model.inference` (BatchNorm folded into the
+convolution or Gemm before it by default) and later runs of that signature replay it:
+no handler, no attribute parsing, no autograd bookkeeping.
+
+A replay is only as correct as its trace: values computed outside the recorded
+operators are frozen into it. So only graphs made of the operator types in
+:data:`REPLAYABLE` are replayed, whose import handlers compute every value from the
+inputs through recorded operators or from shapes and constants only; a graph with any
+other operator, or one whose ``Reshape`` / ``Clip`` bounds are computed at run time,
+runs node by node as before. Traces are kept for at most :data:`MAX_GRAPHS`
+signatures (least recently used dropped first); a parameter array replaced in
+``rep.params`` causes a new trace, a parameter changed in place needs
+:meth:`ReplayCache.clear`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from singa import autograd
+from singa.model.graph import Recorder
+from singa.model.inference import build_graph
+from singa.tensor import Tensor
+
+__all__ = ["REPLAYABLE", "MAX_GRAPHS", "ReplayCache"]
+
+#: ONNX operator types a trace replays correctly (checked one by one in tests/sonnx/test_replay.py)
+REPLAYABLE = frozenset(
+    {
+        "Add",
+        "AveragePool",
+        "BatchNormalization",
+        "Clip",
+        "Concat",
+        "Constant",
+        "Conv",
+        "Div",
+        "Dropout",
+        "Flatten",
+        "Gemm",
+        "GlobalAveragePool",
+        "Identity",
+        "LeakyRelu",
+        "LogSoftmax",
+        "MatMul",
+        "MaxPool",
+        "Mul",
+        "Relu",
+        "Reshape",
+        "Sigmoid",
+        "Softmax",
+        "Sub",
+        "Tanh",
+        "Transpose",
+    }
+)
+
+#: inputs read as Python values by their handlers: replayable only when constant
+_CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2)}
+
+#: traces kept per prepared model
+MAX_GRAPHS = 8
+
+
+def replayable(model: Any, initializers: Mapping[str, Any]) -> bool:
+    """Whether every node of ``model`` (an ``onnx.ModelProto``) is in :data:`REPLAYABLE`
+    and reads its :data:`_CONSTANT_INPUTS` from initializers or Constant nodes."""
+    nodes = model.graph.node
+    constants = set(initializers) | {nd.output[0] for nd in nodes if nd.op_type == "Constant" and nd.output}
+    for nd in nodes:
+        if nd.domain not in ("", "ai.onnx") or nd.op_type not in REPLAYABLE:
+            return False
+        for i in _CONSTANT_INPUTS.get(nd.op_type, ()):
+            if i < len(nd.input) and nd.input[i] and nd.input[i] not in constants:
+                return False
+    return True
+
+
+class ReplayCache:
+    """The traced graphs of one prepared model, by input signature.
+
+    Args:
+        graph: the :class:`~singa.sonnx.backend.OnnxGraph` to run.
+        params: its initializers as Tensors (``SingaRep.params``).
+        fold_batchnorm: fold BatchNorm into the preceding convolution / Gemm weights
+            (results close to node-by-node evaluation, not bitwise; False keeps bits).
+
+    Attributes:
+        enabled: whether the graph can be replayed at all (see :func:`replayable`).
+        traces: how many traces were made (a count for tests and the curious).
+    """
+
+    def __init__(self, graph: Any, params: Mapping[str, Tensor], fold_batchnorm: bool = True):
+        self.graph = graph
+        self.params = params
+        self.fold_batchnorm = bool(fold_batchnorm)
+        self.enabled = replayable(graph.model, graph.initializers)
+        self.traces = 0
+        self._graphs: OrderedDict = OrderedDict()
+
+    def clear(self) -> None:
+        """Forget every trace (call after changing a parameter's values in place)."""
+        self._graphs.clear()
+
+    def run(self, feeds: Mapping[str, Tensor], extra: Sequence[str], stop: int | None) -> list:
+        """The outputs of the graph (then the values named in ``extra``) for ``feeds``,
+        replayed when a trace of this signature exists, else evaluated (and traced
+        when the graph is replayable)."""
+        names = sorted(feeds)
+        tensors = [feeds[n] for n in names]
+        dev = self.graph.device
+        if not self.enabled or dev.recorder is not None or any(t.device is not dev for t in tensors):
+            return self._evaluate(feeds, extra, stop)
+        key = (tuple((n, t.shape, t.dtype.str) for n, t in zip(names, tensors)), stop, tuple(extra))
+        entry = self._graphs.get(key)
+        if entry is not None:
+            replay, checks = entry
+            if all(t.data is a for t, a in checks):
+                self._graphs.move_to_end(key)
+                return [Tensor._wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
+            del self._graphs[key]
+        return self._trace(key, feeds, tensors, extra, stop)
+
+    def fusions(self) -> Counter:
+        """The fusion rules applied in all kept traces, counted."""
+        total: Counter = Counter()
+        for replay, _ in self._graphs.values():
+            total.update(replay.fusions)
+        return total
+
+    def _evaluate(self, feeds: Mapping[str, Tensor], extra: Sequence[str], stop: int | None) -> list:
+        with autograd.no_grad():
+            return self.graph.run(feeds, self.params, training=False, extra=tuple(extra), stop=stop)
+
+    def _trace(
+        self, key: tuple, feeds: Mapping, tensors: list, extra: Sequence[str], stop: int | None
+    ) -> list:
+        dev = self.graph.device
+        rec = Recorder(dev, _distinct([t.data for t in tensors]), inplace=True)
+        dev.recorder = rec
+        try:
+            outs = self._evaluate(feeds, extra, stop)
+        finally:
+            dev.recorder = None
+        if not all(isinstance(o, Tensor) for o in outs):
+            return outs
+        replay = build_graph(rec, None, [o.data for o in outs], sequential=False, fold=self.fold_batchnorm)
+        self.traces += 1
+        self._graphs[key] = (replay, [(t, t.data) for t in self.params.values()])
+        while len(self._graphs) > MAX_GRAPHS:
+            self._graphs.popitem(last=False)
+        del rec, outs
+        # the first run answers from the replay too, so every run gives the same bits
+        return [Tensor._wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
+
+
+def _distinct(arrays: list) -> list:
+    """The arrays, each once, in order (a graph's input buffers)."""
+    out, ids = [], set()
+    for a in arrays:
+        if id(a) not in ids:
+            ids.add(id(a))
+            out.append(a)
+    return out
