@@ -1,0 +1,213 @@
+"""The inference path: evaluation replays with eval-only fusions (singa.model.inference)."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from singa import autograd, layer, model, opt, tensor
+from singa.model import fused, inference
+from singa.model.model import MAX_GRAPHS
+from singa.tensor import Tensor
+from singa.zoo import cnn, resnet
+
+
+def randomize_batchnorm(m, seed=1):
+    """Running statistics, scales and shifts far from their defaults, so that folding
+    BatchNorm has something to fold."""
+    rng = np.random.default_rng(seed)
+    for name, t in m.get_states().items():
+        if name.split(".")[-1] in ("running_mean", "bias", "running_var", "scale") and "bn" in name:
+            t.copy_from_numpy((rng.random(t.shape) * 0.8 + 0.6).astype(t.dtype))
+
+
+def compiled(make, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = Tensor(data=rng.standard_normal(shape).astype(np.float32))
+    m = make()
+    m.compile([x], is_train=False, use_graph=False)
+    randomize_batchnorm(m)
+    m.eval()
+    return m, x
+
+
+def eager_eval(m, x):
+    mode = (m.graph_mode, m.sequential)
+    m.graph_mode = False
+    try:
+        return m(x).to_numpy()
+    finally:
+        m.graph_mode, m.sequential = mode
+
+
+def eval_graph(m):
+    """The (only) evaluation graph of ``m``."""
+    (g,) = [g for k, (g, _) in m._graphs.items() if k[0] is False]
+    return g
+
+
+class LinearBN(model.Model):
+    """Linear -> BatchNorm over (N, C) -> ReLU -> Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = layer.Linear(6)
+        self.bn = layer.BatchNorm2d()
+        self.fc2 = layer.Linear(3)
+
+    def forward(self, x):
+        return self.fc2(autograd.relu(self.bn(self.fc1(x))))
+
+
+# ----- exact fusions: bitwise equal to eager evaluation -----------------------------------------
+@pytest.mark.parametrize("sequential", [False, True])
+def test_exact_fusions_replay_bitwise_eager(sequential):
+    m, x = compiled(lambda: cnn.CNN(num_classes=4, kernels=(3, 5), hidden=7), (3, 1, 16, 16))
+    want = eager_eval(m, x)
+    m.graph(True, sequential)
+    for _ in range(3):
+        np.testing.assert_array_equal(m(x).to_numpy(), want)
+    g = eval_graph(m)
+    assert g.fusions == {"conv+relu": 2, "matmul+bias": 2, "linear+relu": 1}
+    assert not g.folded
+    assert sum(isinstance(f, fused.ConvForward) for f in g._fn.__globals__.values()) == 2
+
+
+def test_exact_fusions_read_parameters_live():
+    m, x = compiled(lambda: cnn.CNN(num_classes=4, kernels=(3, 5), hidden=7), (2, 1, 16, 16))
+    m.graph(True)
+    m(x)
+    m.conv1.W.data *= 0.5  # in place, behind the model's back: an exact graph sees it
+    np.testing.assert_array_equal(m(x).to_numpy(), eager_eval(m, x))
+
+
+def test_eval_replay_keeps_no_backward_caches():
+    m, x = compiled(lambda: resnet.resnet8(num_classes=3, num_channels=2), (2, 2, 8, 8))
+    m.graph(True, fold_batchnorm=True)
+    m(x)
+    m(x)
+    g = eval_graph(m)
+    ops = [v for v in g._fn.__globals__.values() if isinstance(v, autograd.Operation)]
+    ops += [v.conv for v in g._fn.__globals__.values() if isinstance(v, fused.ConvForward)]
+    assert ops and all(op.cache is None and not op.requires_grad for op in ops)
+
+
+# ----- folding: close to eager evaluation, not bitwise -------------------------------------------
+def test_folded_resnet_matches_eager_to_float32_rounding():
+    m, x = compiled(lambda: resnet.resnet8(num_classes=5, num_channels=3), (4, 3, 8, 8))
+    want = eager_eval(m, x)
+    m.graph(True, fold_batchnorm=True)
+    got = [m(x).to_numpy() for _ in range(3)]
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_array_equal(got[1], got[2])  # replays are deterministic
+    g = eval_graph(m)
+    bns = sum(name.endswith("running_mean") for name in m.get_states())
+    assert g.folded and g.fusions["conv+batchnorm"] == bns
+    assert g.fusions["conv+relu"] >= 1
+
+
+def test_linear_followed_by_batchnorm_is_folded():
+    rng = np.random.default_rng(3)
+    x = Tensor(data=rng.standard_normal((5, 4)).astype(np.float32))
+    m = LinearBN()
+    m.compile([x], is_train=False)
+    randomize_batchnorm(m)
+    for name in ("running_mean", "running_var", "scale", "bias"):
+        getattr(m.bn, name).copy_from_numpy((rng.random(6) + 0.5).astype(np.float32))
+    m.eval()
+    want = eager_eval(m, x)
+    m.graph(True, fold_batchnorm=True)
+    m(x)
+    np.testing.assert_allclose(m(x).to_numpy(), want, rtol=1e-5, atol=1e-6)
+    assert eval_graph(m).fusions == {"matmul+bias": 2, "linear+batchnorm": 1, "linear+relu": 1}
+
+
+def test_fold_setting_change_never_replays_the_other_graph():
+    m, x = compiled(lambda: resnet.resnet8(num_classes=3, num_channels=2), (2, 2, 8, 8))
+    want = eager_eval(m, x)
+    m.graph(True, fold_batchnorm=True)
+    m(x)
+    m.graph(True, fold_batchnorm=False)
+    np.testing.assert_array_equal(m(x).to_numpy(), want)
+
+
+# ----- invalidation --------------------------------------------------------------------------------
+def folded_model(shape=(3, 2, 8, 8)):
+    m, x = compiled(lambda: resnet.resnet8(num_classes=3, num_channels=2), shape)
+    m.graph(True, fold_batchnorm=True)
+    return m, x
+
+
+def close(a, b):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
+
+
+def test_new_input_shape_gets_its_own_graph():
+    m, x = folded_model()
+    x2 = Tensor(data=np.random.default_rng(5).standard_normal((1, 2, 12, 12)).astype(np.float32))
+    for _ in range(2):
+        close(m(x).to_numpy(), eager_eval(m, x))
+        close(m(x2).to_numpy(), eager_eval(m, x2))
+    assert sum(1 for k in m._graphs if k[0] is False) == 2
+
+
+def test_set_states_and_load_states_rebuild_folded_weights(tmp_path):
+    m, x = folded_model()
+    before = m(x).to_numpy()
+    saved = {k: v.to_numpy().copy() for k, v in m.get_states().items()}
+    m.save_states(str(tmp_path / "ck.zip"))
+    changed = {k: (v * 0.7 + 0.1).astype(v.dtype) for k, v in saved.items()}
+    m.set_states(changed)
+    after_set = m(x).to_numpy()
+    close(after_set, eager_eval(m, x))
+    assert not np.allclose(after_set, before)
+    m.load_states(str(tmp_path / "ck.zip"))
+    close(m(x).to_numpy(), before)
+
+
+def test_training_and_optimizer_steps_rebuild_folded_weights():
+    m, x = folded_model()
+    m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9))
+    y = Tensor(data=np.array([0, 1, 2], np.int32), requires_grad=False)
+    m(x)
+    m.train()
+    m(x, y)
+    m.eval()
+    close(m(x).to_numpy(), eager_eval(m, x))
+    # an optimizer step outside train_one_batch (its step counter advances)
+    p = m.conv1.W
+    m.optimizer.update(p, tensor.from_numpy(np.ones(p.shape, np.float32)))
+    m.optimizer.step()
+    close(m(x).to_numpy(), eager_eval(m, x))
+
+
+def test_reset_graph_after_writing_into_a_parameter():
+    m, x = folded_model()
+    m(x)
+    m.conv1.W.data *= 0.5  # behind the model's back: folded weights are a snapshot
+    m.reset_graph()
+    close(m(x).to_numpy(), eager_eval(m, x))
+
+
+def test_train_drops_folded_graphs_and_they_are_freed():
+    m, x = folded_model()
+    m(x)
+    ref = weakref.ref(eval_graph(m))
+    m.train()
+    gc.collect()
+    assert ref() is None
+    assert not any(k[0] is False for k in m._graphs)
+
+
+def test_graphs_per_model_stay_bounded():
+    m, _ = folded_model()
+    rng = np.random.default_rng(0)
+    for n in range(1, MAX_GRAPHS + 5):
+        m(Tensor(data=rng.standard_normal((n, 2, 8, 8)).astype(np.float32)))
+    assert len(m._graphs) == MAX_GRAPHS
+
+
+def test_rule_table_names_known_levels():
+    assert {r.level for r in inference.RULES} <= set(inference.LEVELS)
+    assert len({r.name for r in inference.RULES}) == len(inference.RULES)
