@@ -1,0 +1,200 @@
+"""sonnx.prepare's inference path: traced, fused replays (singa.sonnx.replay)."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from singa import sonnx
+from singa.sonnx import replay
+from singa.tensor import Tensor
+from singa.zoo import resnet
+
+RNG = np.random.default_rng(0)
+X4 = (2, 3, 6, 6)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def f32(*shape, low=-1.0):
+    return (RNG.random(shape) * (1 - low) + low).astype(np.float32)
+
+
+def one_node(op, shape=X4, inits=(), attrs=None, extra_inputs=(), out_shape=None, nodes_before=()):
+    """A graph X -> op(X, *extra_inputs) -> Y with the given initializers."""
+    node = helper.make_node(op, ["X", *extra_inputs], ["Y"], **(attrs or {}))
+    g = helper.make_graph(
+        [*nodes_before, node],
+        op,
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        list(inits),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), shape
+
+
+#: one small graph per replayable operator type: (model, input shape)
+CASES = {
+    "Add": lambda: one_node("Add", inits=[init("B", f32(6))], extra_inputs=["B"]),
+    "AveragePool": lambda: one_node("AveragePool", attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "BatchNormalization": lambda: one_node(
+        "BatchNormalization",
+        inits=[init(n, f32(3, low=0.2)) for n in ("s", "b", "m", "v")],
+        extra_inputs=["s", "b", "m", "v"],
+    ),
+    "Clip": lambda: one_node(
+        "Clip", inits=[init("lo", np.float32(-0.3)), init("hi", np.float32(0.4))], extra_inputs=["lo", "hi"]
+    ),
+    "Concat": lambda: one_node(
+        "Concat", inits=[init("C", f32(2, 1, 6, 6))], extra_inputs=["C"], attrs={"axis": 1}
+    ),
+    "Constant": lambda: one_node(
+        "Mul",
+        extra_inputs=["K"],
+        nodes_before=[helper.make_node("Constant", [], ["K"], value=init("k", f32(6)))],
+    ),
+    "Conv": lambda: one_node(
+        "Conv",
+        inits=[init("W", f32(4, 3, 3, 3)), init("B", f32(4))],
+        extra_inputs=["W", "B"],
+        attrs={"pads": [1] * 4},
+    ),
+    "Div": lambda: one_node("Div", inits=[init("B", f32(6, low=0.5))], extra_inputs=["B"]),
+    "Dropout": lambda: one_node("Dropout"),
+    "Flatten": lambda: one_node("Flatten"),
+    "Gemm": lambda: one_node(
+        "Gemm",
+        (2, 5),
+        inits=[init("W", f32(4, 5)), init("B", f32(4))],
+        extra_inputs=["W", "B"],
+        attrs={"transB": 1},
+    ),
+    "GlobalAveragePool": lambda: one_node("GlobalAveragePool"),
+    "Identity": lambda: one_node("Identity"),
+    "LeakyRelu": lambda: one_node("LeakyRelu", attrs={"alpha": 0.1}),
+    "LogSoftmax": lambda: one_node("LogSoftmax", (2, 5)),
+    "MatMul": lambda: one_node("MatMul", (2, 5), inits=[init("W", f32(5, 3))], extra_inputs=["W"]),
+    "MaxPool": lambda: one_node("MaxPool", attrs={"kernel_shape": [3, 3], "strides": [1, 1]}),
+    "Mul": lambda: one_node("Mul", inits=[init("B", f32(6))], extra_inputs=["B"]),
+    "Relu": lambda: one_node("Relu"),
+    "Reshape": lambda: one_node(
+        "Reshape", inits=[init("S", np.array([2, -1], np.int64))], extra_inputs=["S"]
+    ),
+    "Sigmoid": lambda: one_node("Sigmoid"),
+    "Softmax": lambda: one_node("Softmax", (2, 5)),
+    "Sub": lambda: one_node("Sub", inits=[init("B", f32(6))], extra_inputs=["B"]),
+    "Tanh": lambda: one_node("Tanh"),
+    "Transpose": lambda: one_node("Transpose", attrs={"perm": [0, 2, 3, 1]}),
+}
+
+
+def test_every_replayable_operator_has_a_case():
+    assert set(CASES) == set(replay.REPLAYABLE)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_replay_of_each_operator_follows_new_inputs_bitwise(op):
+    m, shape = CASES[op]()
+    rep = sonnx.prepare(m, fold_batchnorm=False)
+    eager = sonnx.prepare(m, use_graph=False)
+    assert rep.replays.enabled
+    for _ in range(3):  # new values every run: nothing computed from the input may be frozen
+        x = f32(*shape)
+        np.testing.assert_array_equal(rep.run([x])[0], eager.run([x])[0])
+    assert rep.replays.traces == 1
+
+
+def exported_resnet(tmp_path, batch=2):
+    m = resnet.resnet8(num_classes=4, num_channels=3)
+    x = Tensor(data=f32(batch, 3, 8, 8))
+    m.compile([x], is_train=False)
+    rng = np.random.default_rng(2)
+    for name, t in m.get_states().items():
+        if "bn" in name and name.split(".")[-1] in ("running_mean", "running_var", "scale", "bias"):
+            t.copy_from_numpy((rng.random(t.shape) * 0.8 + 0.6).astype(np.float32))
+    m.eval()
+    path = str(tmp_path / "resnet8.onnx")
+    m.export_onnx(path, [x])
+    return path
+
+
+def test_prepared_resnet_folds_batchnorm_and_matches_node_by_node(tmp_path):
+    path = exported_resnet(tmp_path)
+    rep, eager = sonnx.prepare(path), sonnx.prepare(path, use_graph=False)
+    bns = sum(nd.op_type == "BatchNormalization" for nd in onnx.load(path).graph.node)
+    for batch in (2, 1, 2):
+        x = f32(batch, 3, 8, 8)
+        want = eager.run([x])[0]
+        got = rep.run([x])[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        np.testing.assert_array_equal(rep.run([x])[0], got)  # every run gives the same bits
+    assert rep.replays.traces == 2  # one per input shape
+    assert rep.replays.fusions()["conv+batchnorm"] == 2 * bns
+
+
+def test_prepared_resnet_without_folding_is_bitwise(tmp_path):
+    path = exported_resnet(tmp_path)
+    rep, eager = sonnx.prepare(path, fold_batchnorm=False), sonnx.prepare(path, use_graph=False)
+    x = f32(2, 3, 8, 8)
+    np.testing.assert_array_equal(rep.run([x])[0], eager.run([x])[0])
+    np.testing.assert_array_equal(rep.run([x])[0], eager.run([x])[0])
+    assert "conv+batchnorm" not in rep.replays.fusions()
+
+
+def test_tensors_in_tensors_out_and_aux_outputs_are_keyed(tmp_path):
+    path = exported_resnet(tmp_path)
+    rep, eager = sonnx.prepare(path, fold_batchnorm=False), sonnx.prepare(path, use_graph=False)
+    x = f32(2, 3, 8, 8)
+    (y,) = rep.run([Tensor(data=x)])
+    assert isinstance(y, Tensor)
+    first = onnx.load(path).graph.node[0].output[0]
+    got = rep.run([x], aux_output=[first])
+    want = eager.run([x], aux_output=[first])
+    assert len(got) == 2
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(rep.run([x], last_layers=-1)[0], eager.run([x], last_layers=-1)[0])
+    assert rep.replays.traces == 3
+
+
+def test_replaced_parameter_array_retraces_and_clear_forgets(tmp_path):
+    path = exported_resnet(tmp_path)
+    rep = sonnx.prepare(path)
+    x = f32(2, 3, 8, 8)
+    before = rep.run([x])[0]
+    name = next(n for n in rep.params if rep.params[n].ndim() == 4)
+    rep.params[name].data = rep.params[name].data * 0.5  # a new array
+    after = rep.run([x])[0]
+    assert rep.replays.traces == 2 and not np.allclose(after, before)
+    rep.params[name].data *= 2.0  # in place: documented to need clear()
+    rep.replays.clear()
+    np.testing.assert_allclose(rep.run([x])[0], before, rtol=1e-5, atol=1e-6)
+
+
+def test_graphs_with_other_operators_run_node_by_node():
+    shape_node = helper.make_node("Shape", ["X"], ["S"])
+    m, _ = one_node("Reshape", (2, 6), extra_inputs=["S"], nodes_before=[shape_node])
+    rep = sonnx.prepare(m)
+    x = f32(2, 6)
+    np.testing.assert_array_equal(rep.run([x])[0], x)
+    assert not rep.replays.enabled and rep.replays.traces == 0
+
+
+def test_reshape_with_a_computed_shape_is_not_replayed():
+    m, _ = one_node(
+        "Reshape",
+        (2, 6),
+        inits=[init("S0", np.array([3, 4], np.int64))],
+        extra_inputs=["S"],
+        nodes_before=[helper.make_node("Identity", ["S0"], ["S"])],
+    )
+    assert not sonnx.prepare(m).replays.enabled
+
+
+def test_traces_per_model_stay_bounded():
+    m, _ = one_node("Relu", (1, 3))
+    rep = sonnx.prepare(m)
+    for n in range(1, replay.MAX_GRAPHS + 4):
+        rep.run([f32(n, 3)])
+    assert len(rep.replays._graphs) == replay.MAX_GRAPHS
