@@ -100,23 +100,37 @@ def _consumer_kind(n: Node) -> str | None:
 
 
 def _producer(rec: Recorder, n: Node, position: int) -> _Stage | None:
-    """The stage that node ``n`` starts, when it is a fusable producer."""
+    """The stage that node ``n`` starts, when it is a fusable producer: its operator
+    is in :data:`_PRODUCERS` and every input but the data is external."""
+    make = _PRODUCERS.get(type(n.op))
+    if make is None or n.is_backward or len(n.outs) != 1 or n.outs[0] is None:
+        return None
+    if any(s is None for s in n.ins) or not all(rec.is_external(s) for s in n.ins[1:]):
+        return None
+    return make(rec, n, position)
+
+
+def _conv_stage(rec: Recorder, n: Node, position: int) -> _Stage | None:
+    ins = n.ins
+    if len(ins) not in (2, 3):
+        return None
+    return _Stage("conv", position, ins[0], ins[1], ins[2] if len(ins) == 3 else None, n.outs[0], conv=n.op)
+
+
+def _matmul_stage(rec: Recorder, n: Node, position: int) -> _Stage | None:
+    ins = n.ins
+    if len(ins) != 2 or not (_is_matrix(rec, ins[0]) and _is_matrix(rec, ins[1])):
+        return None
+    return _Stage("matmul", position, ins[0], ins[1], None, n.outs[0])
+
+
+def _gemm_stage(rec: Recorder, n: Node, position: int) -> _Stage | None:
     op, ins = n.op, n.ins
-    if n.is_backward or op is None or len(n.outs) != 1 or n.outs[0] is None:
+    if not _plain_gemm(rec, op, ins):
         return None
-    if any(s is None for s in ins) or not all(rec.is_external(s) for s in ins[1:]):
-        return None
-    out = n.outs[0]
-    if type(op) is Conv2d and len(ins) in (2, 3):
-        return _Stage("conv", position, ins[0], ins[1], ins[2] if len(ins) == 3 else None, out, conv=op)
-    if type(op) is MatMul and len(ins) == 2 and _is_matrix(rec, ins[0]) and _is_matrix(rec, ins[1]):
-        return _Stage("matmul", position, ins[0], ins[1], None, out)
-    if type(op) is Gemm and _plain_gemm(rec, op, ins):
-        w = rec.arrays[ins[1]]
-        ws = rec.add_constant(w.T) if op.transB else ins[1]  # a view: follows the parameter
-        b = ins[2] if len(ins) == 3 else None
-        return _Stage("matmul" if b is None else "linear", position, ins[0], ws, b, out)
-    return None
+    ws = rec.add_constant(rec.arrays[ins[1]].T) if op.transB else ins[1]  # a view: follows the parameter
+    b = ins[2] if len(ins) == 3 else None
+    return _Stage("matmul" if b is None else "linear", position, ins[0], ws, b, n.outs[0])
 
 
 def _is_matrix(rec: Recorder, s: int) -> bool:
@@ -133,6 +147,10 @@ def _plain_gemm(rec: Recorder, op: Gemm, ins: list) -> bool:
         o = rec.arrays[ins[1]].shape[0 if op.transB else 1]
         return op.beta == 1.0 and tuple(rec.arrays[ins[2]].shape) in ((o,), (1, o))
     return True
+
+
+#: operator class -> the stage it starts
+_PRODUCERS = {Conv2d: _conv_stage, MatMul: _matmul_stage, Gemm: _gemm_stage}
 
 
 # ----- absorbing consumers ---------------------------------------------------------------------
