@@ -202,3 +202,19 @@ def test_traces_per_model_stay_bounded():
     for n in range(1, replay.MAX_GRAPHS + 4):
         rep.run([f32(n, 3)])
     assert len(rep.replays._graphs) == replay.MAX_GRAPHS
+
+
+def test_prepared_cnn_fuses_bias_and_relu_bitwise(tmp_path):
+    from singa.zoo import cnn
+
+    m = cnn.CNN(num_classes=4, kernels=(3, 5), hidden=7)
+    x = Tensor(data=f32(2, 1, 16, 16))
+    m.compile([x], is_train=False)
+    m.eval()
+    path = str(tmp_path / "cnn.onnx")
+    m.export_onnx(path, [x])
+    rep, eager = sonnx.prepare(path), sonnx.prepare(path, use_graph=False)
+    for _ in range(2):
+        xs = f32(2, 1, 16, 16)
+        np.testing.assert_array_equal(rep.run([xs])[0], eager.run([xs])[0])
+    assert rep.replays.fusions() == {"conv+relu": 2, "linear+relu": 1}
