@@ -83,7 +83,7 @@ def build(name: str, batch: int, workdir: str, threads: int) -> tuple[dict[str, 
     _randomize_batchnorm(m)
     m.eval()
     path = os.path.join(workdir, f"{name}-{batch}.onnx")
-    m.export_onnx(path, [tx])
+    sonnx.export_model(m, path, [tx])
     models = {mode: make() for mode in ("eager", "graph", "graph-fold")}
     for mode, mm in models.items():
         mm.compile([tx], is_train=False, use_graph=mode != "eager")

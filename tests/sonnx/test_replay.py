@@ -119,7 +119,7 @@ def exported_resnet(tmp_path, batch=2):
             t.copy_from_numpy((rng.standard_normal(t.shape) * 0.1).astype(np.float32))
     m.eval()
     path = str(tmp_path / "resnet8.onnx")
-    m.export_onnx(path, [x])
+    sonnx.export_model(m, path, [x])
     return path
 
 
@@ -212,7 +212,7 @@ def test_prepared_cnn_fuses_bias_and_relu_bitwise(tmp_path):
     m.compile([x], is_train=False)
     m.eval()
     path = str(tmp_path / "cnn.onnx")
-    m.export_onnx(path, [x])
+    sonnx.export_model(m, path, [x])
     rep, eager = sonnx.prepare(path), sonnx.prepare(path, use_graph=False)
     for _ in range(2):
         xs = f32(2, 1, 16, 16)
