@@ -145,12 +145,19 @@ def run_blocks(
     return out
 
 
+#: ``sh -c`` runs the command as a non-final command, so the shell forks a new process for it
+_SHELL_FORK = '"$0" "$@"; exit $?'
+
+
 def run_child(argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict:
     """Run ``python argv...`` and parse the JSON object its last stdout line holds;
-    raises RuntimeError with its stderr tail when it fails."""
-    proc = subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=timeout, check=False
-    )
+    raises RuntimeError with its stderr tail when it fails.
+
+    The child is started through ``/bin/sh``, which forks it: Linux carries a process's
+    peak RSS across fork and exec, so a child forked straight from this (maybe large)
+    process would report this process's peak as its own ``ru_maxrss``."""
+    cmd = ["/bin/sh", "-c", _SHELL_FORK, sys.executable, *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])

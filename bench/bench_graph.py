@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import platform
 import sys
@@ -357,11 +358,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--modes: choose from {', '.join(SINGA_MODES)}, got {args.modes!r}")
     used_mallopt = mallopt() if args.mallopt else False
     print(f"start: {uptime()}")
-    torch_version = load_torch(args.threads, args.no_torch)
     if args.rss:
-        rc = rss_run(args, torch_version is not None)
+        rc = rss_run(args, not args.no_torch and importlib.util.find_spec("torch") is not None)
         print(f"\nend: {uptime()}")
         return rc
+    torch_version = load_torch(args.threads, args.no_torch)
     batches = parse_batches(args, names)
     memory = {}
     if not args.no_memory:
