@@ -54,9 +54,7 @@ def test_thread_env_sets_every_thread_variable():
 
 
 def test_bench_graph_rows(capsys):
-    assert (
-        bench_graph.main(["--models", "mlp,cnn", "--batch", "4", "--no-torch", "--no-memory", *TINY]) == 0
-    )
+    assert bench_graph.main(["--models", "mlp,cnn", "--batch", "4", "--no-torch", "--no-memory", *TINY]) == 0
     out = capsys.readouterr().out
     assert "start:" in out and "end:" in out
     for desc in ("MLP 784-100-10", "MNIST CNN"):
