@@ -19,6 +19,7 @@ import _harness  # noqa: E402
 import _rss_child  # noqa: E402
 import bench_graph  # noqa: E402
 import bench_scaling  # noqa: E402
+import bench_train  # noqa: E402
 import torch_train_cnn  # noqa: E402
 
 TINY = ["--steps", "1", "--reps", "1", "--warmup", "0", "--pause", "0"]
@@ -61,6 +62,13 @@ def test_bench_graph_rows(capsys):
         for mode in ("eager", "graph"):
             assert f"| {desc} | 4 | {mode} |" in out
     assert "| MLP 784-100-10 | 79,510 | - | - |" in out  # parameter counts, no torch twin
+
+
+def test_bench_train_rows(capsys):
+    assert bench_train.main(["--models", "mlp", "--batch", "4", "--no-torch", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "start:" in out and "end:" in out
+    assert any(line.startswith("MLP 784-100-10") and "singa" in line for line in out.splitlines())
 
 
 def test_bench_graph_tracemalloc_peak_positive():
