@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -74,11 +73,6 @@ def thread_env(threads: int) -> dict[str, str]:
     for var in THREAD_VARS:
         env[var] = str(threads)
     return env
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident set size so far in MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 
 @dataclass
