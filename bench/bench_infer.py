@@ -15,7 +15,8 @@ size by:
 
 All (model, batch, mode) runs are interleaved over ``--reps`` repetitions, each a block
 of ``--warmup`` untimed then ``--calls`` timed calls, with a ``--pause`` between blocks
-so that one library's spinning thread pool does not slow the next. The table gives the
+so that one library's spinning thread pool does not slow the next (``_harness.run_blocks``).
+The table gives the first call's time (which traces and fuses the graph modes), the
 median and minimum wall time per call over all timed calls, the CPU time per call
 (``time.process_time``, all threads), and the ratios of the median and of the minimum
 to onnxruntime's; the largest difference of each mode's output from onnxruntime's is
@@ -33,15 +34,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _harness import first_step, run_blocks, uptime  # noqa: E402
 
 from singa import sonnx, tensor  # noqa: E402
 from singa.zoo import cnn, resnet  # noqa: E402
@@ -71,8 +73,8 @@ def _randomize_batchnorm(m) -> None:
             t.copy_from_numpy((rng.standard_normal(t.shape) * 0.1).astype(t.dtype))
 
 
-def build(name: str, batch: int, workdir: str, threads: int) -> tuple[dict[str, Call], dict[str, np.ndarray]]:
-    """The callables of every mode for one model and batch, and their outputs."""
+def build(name: str, batch: int, workdir: str, threads: int) -> dict[str, Call]:
+    """The callables of every mode for one model and batch (none called yet)."""
     import onnxruntime as ort
 
     _, make, shape = MODELS[name]
@@ -104,25 +106,14 @@ def build(name: str, batch: int, workdir: str, threads: int) -> tuple[dict[str, 
         "prepare": lambda: rep.run([x]),
         "ort": lambda: sess.run(None, feed),
     }
-    outs = {}
-    for mode, call in calls.items():
-        y = call()
-        y = y[0] if isinstance(y, list) else y
-        outs[mode] = y.to_numpy() if isinstance(y, tensor.Tensor) else np.asarray(y)
-    return calls, outs
+    return calls
 
 
-def time_block(call: Call, warmup: int, calls: int) -> tuple[list[float], list[float]]:
-    """Wall and CPU times of ``calls`` calls after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        call()
-    wall, cpu = [], []
-    for _ in range(calls):
-        c0, t0 = time.process_time(), time.perf_counter()
-        call()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return wall, cpu
+def output_of(call: Call) -> np.ndarray:
+    """The (first) output of one call, as a numpy array."""
+    y = call()
+    y = y[0] if isinstance(y, list) else y
+    return y.to_numpy() if isinstance(y, tensor.Tensor) else np.asarray(y)
 
 
 def _limit_blas(threads: int | None) -> str:
@@ -156,28 +147,28 @@ def main(argv: list[str] | None = None) -> int:
     blas = _limit_blas(args.blas_threads)
     import onnxruntime as ort
 
+    print(f"start: {uptime()}")
     runs: dict[tuple, Call] = {}
     outs: dict[tuple, np.ndarray] = {}
+    firsts: dict[tuple, float] = {}
     with tempfile.TemporaryDirectory() as workdir:
         for name in names:
             for b in batches:
-                calls, ys = build(name, b, workdir, args.threads)
+                calls = build(name, b, workdir, args.threads)
                 for md in modes:
-                    runs[(name, b, md)] = calls[md]
-                    outs[(name, b, md)] = ys[md]
-        times = {k: ([], []) for k in runs}
-        for _ in range(args.reps):
-            for key, call in runs.items():
-                n = args.calls or (40 if key[1] == 1 else 8)
-                wall, cpu = time_block(call, args.warmup, n)
-                times[key][0].extend(wall)
-                times[key][1].extend(cpu)
-                time.sleep(args.pause)
-    _report(args, names, batches, modes, times, outs, blas, ort.__version__)
+                    key = (name, b, md)
+                    runs[key] = calls[md]
+                    firsts[key] = first_step(calls[md])  # traces the graph modes
+                    outs[key] = output_of(calls[md])
+        times = run_blocks(
+            runs, args.reps, lambda key: args.calls or (40 if key[1] == 1 else 8), args.warmup, args.pause
+        )
+    _report(args, names, batches, modes, times, firsts, outs, blas, ort.__version__)
+    print(f"\nend:   {uptime()}")
     return 0
 
 
-def _report(args, names, batches, modes, times, outs, blas, ort_version) -> None:
+def _report(args, names, batches, modes, times, firsts, outs, blas, ort_version) -> None:
     print(
         f"{args.reps} interleaved blocks of {args.calls or '40 (batch 1) / 8'} timed calls after "
         f"{args.warmup} warm-up calls, {args.pause} s pauses; times in ms per call"
@@ -187,21 +178,20 @@ def _report(args, names, batches, modes, times, outs, blas, ort_version) -> None
         f"{ort_version} ({args.threads} threads), cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}"
     )
     print()
-    print("| model | batch | mode | median | min | cpu/call | vs ort (median) | vs ort (min) |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print("| model | batch | mode | first call | median | min | cpu/call | vs ort (median) | vs ort (min) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     diffs = []
     for name in names:
         for b in batches:
             ref = times.get((name, b, "ort"))
             for md in modes:
-                wall, cpu = times[(name, b, md)]
-                med, lo = statistics.median(wall), min(wall)
-                r_med = f"{med / statistics.median(ref[0]):.2f}x" if ref else "-"
-                r_min = f"{lo / min(ref[0]):.2f}x" if ref else "-"
-                desc = MODELS[name][0]
+                t = times[(name, b, md)]
+                r_med = f"{t.median / ref.median:.2f}x" if ref else "-"
+                r_min = f"{t.minimum / ref.minimum:.2f}x" if ref else "-"
+                first = firsts[(name, b, md)]
                 print(
-                    f"| {desc} | {b} | {md} | {med * 1e3:.3f} | {lo * 1e3:.3f} | "
-                    f"{statistics.median(cpu) * 1e3:.3f} | {r_med} | {r_min} |"
+                    f"| {MODELS[name][0]} | {b} | {md} | {first * 1e3:.3f} | {t.median * 1e3:.3f} | "
+                    f"{t.minimum * 1e3:.3f} | {t.cpu_median * 1e3:.3f} | {r_med} | {r_min} |"
                 )
                 if ref and md != "ort":
                     diff = np.abs(outs[(name, b, md)] - outs[(name, b, "ort")]).max()
