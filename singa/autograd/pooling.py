@@ -22,6 +22,7 @@ import numpy as np
 import singa.autograd._im2col as im
 import singa.autograd.conv_geometry as geo
 from singa.autograd.engine import Operation, array_module
+from singa.autograd.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = [
@@ -104,7 +105,7 @@ class MaxPool2d(_Pooling):
 
     Forward takes the maximum of the kh*kw strided views of the padded input; backward
     finds each window's first maximum again, in one compiled pass on the CPU
-    (:func:`_max_backward_loops`), with kh*kw views on a GPU.
+    (:func:`_max_backward`), with kh*kw views on a GPU.
     """
 
     def forward(self, x):
@@ -146,10 +147,9 @@ class MaxPool2d(_Pooling):
         xk, yk, dyk = (_compute_dtype(_kernel_view(a, nhwc)) for a in (xpad, y, dy))
         dxk = _kernel_view(dxp, nhwc)
         dxc = _compute_dtype(dxk)
-        kernel = _backward_kernel()
 
         def part(a, b):
-            kernel(xk[a:b], yk[a:b], dyk[a:b], dxc[a:b], *self._k, *self._s, cover)
+            _max_backward(xk[a:b], yk[a:b], dyk[a:b], dxc[a:b], *self._k, *self._s, cover)
 
         im.split_batch(np, part, len(dxk), dxk.size + yk.size * 3)
         if dxc is not dxk:
@@ -201,7 +201,8 @@ class MaxPool2d(_Pooling):
 # and 64x64x8x8 NHWC arrays, one thread), where max-pool backward was 19% of a step.
 # The arrays come in memory order (N, H, W, C): an NHWC array as such, NCHW memory as
 # (N*C, H, W, 1); the inner loop over C is what the compiler vectorises.
-def _max_backward_loops(x, y, dy, dx, kh, kw, sh, sw, cover):  # pragma: no cover (compiled)
+@kernel
+def _max_backward(x, y, dy, dx, kh, kw, sh, sw, cover):  # pragma: no cover (compiled)
     # x: the padded input; cover: the windows tile x exactly (stride = kernel), so every
     # cell of dx is written once and needs no zeroing first
     if not cover:
@@ -223,19 +224,6 @@ def _max_backward_loops(x, y, dy, dx, kh, kw, sh, sw, cover):  # pragma: no cove
                                 dv[c] = g[c] if hit else 0
                             elif hit:
                                 dv[c] += g[c]
-
-
-_compiled: list = []
-
-
-def _backward_kernel():
-    """:func:`_max_backward_loops` compiled (numba is imported, and the kernel compiled
-    or loaded from numba's disk cache, on first use)."""
-    if not _compiled:
-        from numba import njit
-
-        _compiled.append(njit(nogil=True, cache=True)(_max_backward_loops))
-    return _compiled[0]
 
 
 def _kernel_view(a: Any, nhwc: bool) -> Any:
