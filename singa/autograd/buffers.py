@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["scratch", "is_pooled", "clear_scratch", "owns", "HELPER_REFS"]
+__all__ = ["scratch", "scratch_like", "is_pooled", "clear_scratch", "owns", "HELPER_REFS"]
 
 
 # ----- reference-count baselines ------------------------------------------------------------
@@ -102,6 +102,23 @@ def _scratch(shape: tuple, dtype: Any) -> Any:
         _, old = _pool.popitem(last=False)
         _pool_bytes -= sum(b.nbytes for b in old)
     return a
+
+
+def scratch_like(xp: Any, a: Any, dtype: Any = None) -> Any:
+    """An uninitialised pooled array (see :func:`scratch`) of ``a``'s shape and
+    ``dtype`` (default ``a``'s), with ``a``'s memory layout when ``a`` is dense in some
+    axis order (an NCHW array with NHWC memory stays so), else C order. Elementwise
+    operators take their outputs from here so that large ones are not page-faulted in
+    afresh on every step."""
+    dtype = a.dtype if dtype is None else dtype
+    if xp is not np or a.ndim < 2 or a.flags.c_contiguous:
+        return scratch(xp, a.shape, dtype)
+    order = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    dense = a.transpose(order)
+    if not dense.flags.c_contiguous:
+        return scratch(xp, a.shape, dtype)
+    back = sorted(range(a.ndim), key=order.__getitem__)
+    return scratch(xp, dense.shape, dtype).transpose(back)
 
 
 def is_pooled(a: Any) -> bool:
