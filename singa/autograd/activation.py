@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from singa.autograd.buffers import scratch_like
+from singa.autograd.buffers import pooled_out
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
@@ -46,14 +46,14 @@ class ReLU(Operation):
 
     def forward(self, x):
         xp = array_module(x)
-        y = xp.maximum(x, 0, out=scratch_like(xp, x))  # pooled: no fresh pages each step
+        y = xp.maximum(x, 0, out=pooled_out(xp, x))  # pooled: no fresh pages each step
         if self.requires_grad:
             self.cache = y
         return y
 
     def backward(self, dy):
         xp = array_module(dy)
-        return xp.multiply(dy, self.cache > 0, out=scratch_like(xp, dy))
+        return xp.multiply(dy, self.cache > 0, out=pooled_out(xp, dy))
 
     def _forward_into_x(self, x):
         array_module(x).maximum(x, 0, out=x)

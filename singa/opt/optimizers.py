@@ -128,10 +128,13 @@ class SGD(Optimizer):
 
 
 def _fused(p: Any, g: Any, buf: Any) -> bool:
-    """Whether the compiled momentum step takes these arrays: numpy, one float32 or
-    float64 dtype and shape, and contiguous (so they flatten without copies)."""
+    """Whether the compiled momentum step takes these arrays: numpy, at least
+    :data:`_FUSED_MIN_SIZE` elements (below, numpy's four calls cost less than one
+    call of the kernel), one float32 or float64 dtype and shape, and contiguous (so
+    they flatten without copies)."""
     return (
         type(p) is np.ndarray
+        and p.size >= _FUSED_MIN_SIZE
         and type(g) is np.ndarray
         and type(buf) is np.ndarray
         and p.dtype == g.dtype == buf.dtype
@@ -144,6 +147,7 @@ def _fused(p: Any, g: Any, buf: Any) -> bool:
 
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_FUSED_MIN_SIZE = 1 << 12
 
 
 # One pass over p, g and the momentum buffer instead of four numpy passes (buf *= m,

@@ -282,7 +282,7 @@ def test_sgd_momentum_step_equals_the_numpy_formulas_bitwise(dtype, kw):
         kw.get("nesterov"),
     )
     rng = np.random.default_rng(0)
-    p0 = rng.standard_normal((30, 7)).astype(dtype)
+    p0 = rng.standard_normal((70, 80)).astype(dtype)  # large enough for the compiled step
     grads = [rng.standard_normal(p0.shape).astype(dtype) for _ in range(4)]
     param = Tensor(data=p0.copy(), dtype=dtype, requires_grad=True, stores_grad=True)
     sgd = opt.SGD(0.05, **kw)
