@@ -47,13 +47,14 @@ class Gather(Operation):
         return xp.take(x, indices, axis=self.axis)
 
     def backward(self, dy):
+        """The gradient of x alone (the indices get none), as SINGA's Gather returns."""
         if not self.needs_grad[0]:
-            return None, None
+            return None
         shape, idx = self.cache
         xp = array_module(dy)
         dx = xp.zeros(shape, dtype=dy.dtype)
         scatter_add(xp, dx, (_slice(None),) * self.axis + (idx,), dy)
-        return dx, None
+        return dx
 
 
 def gather(x: Tensor, axis: int, indices: Any) -> Tensor:
@@ -87,7 +88,7 @@ class Where(Operation):
         xp = array_module(dy)
         dx = unbroadcast(xp.where(c, dy, 0), sx) if self.needs_grad[0] else None
         dyy = unbroadcast(xp.where(c, 0, dy), sy) if self.needs_grad[1] else None
-        return dx, dyy, None
+        return dx, dyy  # the condition gets none: SINGA's Where returns these two
 
 
 def where(x: Any, y: Any, condition: Any) -> Tensor:

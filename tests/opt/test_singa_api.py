@@ -106,6 +106,25 @@ def test_base_optimizer_step_and_singa_states():
         o.set_states({})
 
 
+def test_step_counter_is_a_float32_tensor_as_in_singa_and_steps_the_int():
+    o = opt.SGD(lr=opt.ExponentialDecay(0.1, 1, 0.5))
+    for _ in range(3):
+        o.step()
+    sc = o.step_counter
+    assert isinstance(sc, Tensor) and sc.shape == (1,) and sc.dtype == np.float32
+    np.testing.assert_array_equal(tensor.to_numpy(sc), [3.0])
+    assert o.steps == 3 and isinstance(o.steps, int)
+    np.testing.assert_allclose(tensor.to_numpy(o.lr_value), [0.1 * 0.5**3], rtol=1e-6)
+    o.step_counter = Tensor((1,)).set_value(7)  # a one-element Tensor or a number sets it
+    assert o.steps == 7 and o.get_lr() == pytest.approx(0.1 * 0.5**7)
+    o.step_counter = 2
+    assert o.steps == 2
+    for bad in (-1, 1.5, [1, 2], float("nan")):
+        with pytest.raises(ValueError, match="step_counter must be one whole number"):
+            o.step_counter = bad
+    assert o.steps == 2  # a refused value changes nothing
+
+
 @pytest.mark.parametrize(
     "make, key",
     [
