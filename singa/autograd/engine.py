@@ -18,9 +18,9 @@ An Operation runs on raw arrays (numpy or cupy). Calling it on Tensors:
 ``backward(*dys)`` returns one gradient per input (None where an input needs none,
 see ``self.needs_grad``), or per leading input only: inputs that never get a gradient
 (indices, conditions, targets) may be left off the end, as SINGA's operators, which
-keep such inputs as attributes, return only the gradients of the others. The :func:`backward` walker sets ``needs_grad`` before
-calling it so that only gradients reaching a tensor that stores its gradient are
-computed. Nothing at all is recorded inside ``no_grad()``.
+keep such inputs as attributes, return only the gradients of the others. The
+:func:`backward` walker sets ``needs_grad`` before calling it so that only gradients
+reaching a tensor that stores its gradient are computed. Nothing at all is recorded inside ``no_grad()``.
 
 While a device's ``recorder`` is set (graph tracing, ONNX export), every array
 computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op=None,
