@@ -142,8 +142,8 @@ class SoftMaxCrossEntropy(Operation):
             g = p.reshape(-1, c).copy()
             g[xp.arange(t.size), t] -= 1
             g = g.reshape(p.shape)
-        else:
-            g = p - t
+        else:  # d/dx of -sum(t * log_softmax(x)) = p * sum(t) - t (rows of t need not sum to 1)
+            g = p * t.sum(axis=-1, keepdims=True) - t
         g *= _dy(dy) / n
         return g
 

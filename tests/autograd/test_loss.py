@@ -60,6 +60,16 @@ def test_softmax_cross_entropy_indices(shape):
     np.testing.assert_allclose(got_f, want, rtol=1e-14)
 
 
+def test_softmax_cross_entropy_targets_whose_rows_do_not_sum_to_one():
+    """Scores as targets (SINGA's RNN tests use uniform random ones): the gradient is
+    p * sum(t) - t per row, not p - t."""
+    x = np.random.default_rng(5).standard_normal((3, 4))
+    t = np.random.default_rng(6).uniform(0, 1, (3, 4))
+    gradcheck(autograd.softmax_cross_entropy, [x, t], wrt=[0])
+    want = -(t * _log_softmax(x)).sum() / 3
+    np.testing.assert_allclose(autograd.softmax_cross_entropy(C(x), C(t)).to_numpy()[0], want, rtol=1e-14)
+
+
 @pytest.mark.parametrize("shape", CLASS_SHAPES)
 def test_softmax_cross_entropy_soft_labels(shape):
     x = np.random.default_rng(3).standard_normal(shape) * 2
