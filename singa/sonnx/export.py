@@ -286,14 +286,28 @@ def _check_output_shapes(model: onnx.ModelProto, ctx: ExportContext) -> None:
 # Public API
 
 
+def _is_operator_argument(x: Any) -> bool:
+    """A Python number, or a tuple/list of them (a shape): SINGA's ``to_onnx`` accepts
+    such operator arguments among the inputs (``to_onnx([x, min, max], [y])``) and
+    leaves them out, as their values are already recorded in the graph."""
+    if isinstance(x, tuple | list):
+        return all(_is_operator_argument(v) for v in x)
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def _as_tensors(inputs: Any) -> list[Tensor]:
     if isinstance(inputs, Tensor):
         return [inputs]
-    inputs = list(inputs)
+    tensors = []
     for x in inputs:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"ONNX export: inputs must be Tensors, got {type(x).__name__}")
-    return inputs
+        if isinstance(x, Tensor):
+            tensors.append(x)
+        elif not _is_operator_argument(x):
+            raise TypeError(
+                f"ONNX export: inputs must be Tensors (or Python numbers and shapes, "
+                f"which are left out), got {type(x).__name__}"
+            )
+    return tensors
 
 
 def _model_params(model: Any) -> dict[int, str]:
@@ -335,7 +349,9 @@ def to_onnx(
     """Export the computation from ``inputs`` to ``outputs`` as an ONNX model.
 
     Args:
-        inputs: the input Tensor(s); their values are used for the trace.
+        inputs: the input Tensor(s); their values are used for the trace. Python
+            numbers and tuples of them among them (operator arguments, as SINGA's
+            examples pass them) are left out: their values are in the recorded graph.
         outputs: the output Tensor(s) computed from ``inputs`` with autograd recording
             (SINGA's form, see :mod:`singa.sonnx.recorded`: the recorded graph is
             replayed in inference form, on copies of the operators), a Layer/Model

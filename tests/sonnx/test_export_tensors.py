@@ -100,6 +100,19 @@ def test_mlp_in_singa_form():
     check_runs(named, m, vectors)
 
 
+def test_operator_arguments_among_the_inputs_are_left_out_as_in_singa():
+    x = tensor.from_numpy(np.array([[-0.9, -0.3], [0.1, 0.5], [0.9, 0.2]], np.float32))
+    y = autograd.clip(x, -0.5, 0.5)
+    proto = sonnx.to_onnx([x, -0.5, 0.5], [y])  # SINGA's tests pass min and max this way
+    assert [i.name for i in proto.graph.input] == ["input"]
+    (got,) = session(proto).run(None, {"input": x.to_numpy()})
+    np.testing.assert_array_equal(got, np.clip(x.to_numpy(), -0.5, 0.5))
+    sonnx.to_onnx([x, (2, 3), [1, 2]], [y])  # shapes too
+    for bad in (np.float32(0.5), "x", True, [0.5, "a"]):
+        with pytest.raises(TypeError, match="inputs must be Tensors"):
+            sonnx.to_onnx([x, bad], [y])
+
+
 def test_input_that_requires_grad_as_in_singa():
     """SINGA's ``tensor.Tensor(shape)`` requires a gradient by default: still a graph input."""
     m = MLP()
