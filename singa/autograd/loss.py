@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from singa.autograd.engine import Operation, array_module
+from singa.autograd.errors import ShapeError
 from singa.tensor import Tensor
 
 __all__ = [
@@ -87,14 +88,14 @@ def _check_class_target(name: str, x: Tensor, t: Tensor, labels: bool = True) ->
     if labels and t.shape == x.shape:
         return
     expect = "class indices of shape x.shape[:-1]" + (" or labels of x's shape" if labels else "")
-    raise ValueError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
+    raise ShapeError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
 
 
 def _check_same(name: str, x: Tensor, t: Tensor) -> None:
     _check_float(name, x)
     _check_numeric(name, t)
     if t.shape != x.shape:
-        raise ValueError(
+        raise ShapeError(
             f"{name}: x of shape {x.shape} and target of shape {t.shape} must have the same shape"
         )
 

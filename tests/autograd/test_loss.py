@@ -279,3 +279,20 @@ def test_ranking_loss_value_and_gradient(shape):
 def test_ranking_loss_shape_mismatch_raises():
     with pytest.raises(ValueError, match=r"^ranking_loss: .*same shape"):
         autograd.ranking_loss(T(np.ones((2, 3))), T(np.ones(3)))
+
+
+def test_shape_errors_are_value_errors_and_assertion_errors_as_singa_asserts_them():
+    from singa.autograd.errors import ShapeError
+
+    x2, x3, b1 = C(np.zeros((4, 4))), C(np.zeros((4, 4, 4))), C(np.zeros(4))
+    calls = [
+        (autograd.softmax_cross_entropy, (x2, x3), "do not match"),
+        (autograd.mse_loss, (x2, x3), "must have the same shape"),
+        (autograd.ranking_loss, (x2, b1), "must have the same shape"),
+        (autograd.add_bias, (x2, b1, 3), "axis must be 0 or 1"),
+        (autograd.add_bias, (x2, C(np.zeros(3)), 0), "do not match"),
+    ]
+    for fn, args, match in calls:
+        with pytest.raises(ShapeError, match=match) as info:
+            fn(*args)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, AssertionError)
