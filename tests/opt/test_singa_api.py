@@ -101,7 +101,7 @@ def test_base_optimizer_step_and_singa_states():
     o.step()
     assert o.get_states()["step_counter"] == 2
     o.set_states({"step_counter": 5})
-    assert o.step_counter == 5
+    assert o.steps == 5
     with pytest.raises(ValueError, match="step_counter"):
         o.set_states({})
 
@@ -196,7 +196,7 @@ def test_call_updates_without_stepping():
     sgd = opt.SGD(0.1)
     sgd.call(loss)
     np.testing.assert_allclose(w.to_numpy(), [0.8] * 3, rtol=1e-6)
-    assert sgd.step_counter == 0
+    assert sgd.steps == 0
 
 
 def test_a_scheduler_written_for_singa_defines_call():
