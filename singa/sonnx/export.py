@@ -27,6 +27,7 @@ operator's attributes and emits nodes through :class:`ExportContext`.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -340,7 +341,7 @@ def to_onnx(
     outputs: Any,
     model_name: str = "sonnx",
     opset: int | None = None,
-    dynamic_batch: bool = True,
+    dynamic_batch: bool | None = None,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     check: bool = True,
@@ -366,9 +367,13 @@ def to_onnx(
             ran an operator, so errors name the operator only.
         model_name: the ONNX graph's name.
         opset: the default-domain opset (default 17; from 11 to ``max_opset()``).
-        dynamic_batch: axis 0 of the inputs (those whose axis 0 has the first input's
-            size) is the symbolic dim ``batch``. The computation is traced at the given
-            batch size and at one more, to find every size that depends on it.
+        dynamic_batch: True: axis 0 of the inputs (those whose axis 0 has the first
+            input's size) is the symbolic dim ``batch``; the computation is traced at
+            the given batch size and at one more, to find every size that depends on
+            it, and ExportError says what cannot follow the batch. False: the batch
+            size is fixed at the given one (as SINGA's exporter always does). None
+            (default): dynamic when the computation allows it, else fixed, with a
+            warning that gives the reason.
         input_names / output_names: value names (default ``input``/``output`` or
             ``input_<i>``/``output_<i>``).
         check: run ``onnx.checker.check_model(..., full_check=True)``.
@@ -394,6 +399,34 @@ def to_onnx(
     if not inputs:
         raise ValueError("ONNX export: at least one input tensor is needed")
     opset = _check_opset(opset)
+    rest = (model_name, opset, input_names, output_names, check, model)
+    if dynamic_batch is not None:
+        return _to_onnx(inputs, outputs, bool(dynamic_batch), *rest)
+    try:
+        return _to_onnx(inputs, outputs, True, *rest)
+    except ExportError as dynamic_error:
+        result = _to_onnx(inputs, outputs, False, *rest)  # raises what a fixed batch cannot do
+        batch = inputs[0].shape[0] if inputs[0].ndim() else 1
+        warnings.warn(
+            f"{dynamic_error} -- exported with the batch size fixed at {batch} instead "
+            "(dynamic_batch=True makes this an error, dynamic_batch=False silences it)",
+            stacklevel=2,
+        )
+        return result
+
+
+def _to_onnx(
+    inputs: list[Tensor],
+    outputs: Any,
+    dynamic_batch: bool,
+    model_name: str,
+    opset: int,
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    check: bool,
+    model: Any,
+) -> onnx.ModelProto:
+    """:func:`to_onnx` with the batch dynamic or fixed (and the inputs and opset checked)."""
     fn, model, recorded_graph = _computation(outputs, inputs, model, dynamic_batch)
     try:
         tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)

@@ -307,7 +307,7 @@ def test_batch_dependent_recording_needs_a_fixed_batch():
     with pytest.raises(
         sonnx.ExportError, match=r"MatMul failed.*at batch size 5 \(recorded at 4\).*dynamic_batch"
     ):
-        sonnx.to_onnx([x], [y])
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
     check_runs(proto, m, images, batches=(4,))
 
@@ -320,12 +320,12 @@ def test_batch_sized_constant_is_named_when_the_batch_changes():
     with pytest.raises(
         sonnx.ExportError, match=r"shape \(3, 4\) whose axis 0 is the batch size 3.*among the inputs"
     ):
-        sonnx.to_onnx([x], [y])
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     sonnx.to_onnx([x], [y], dynamic_batch=False)  # the noise is a constant of the file
     t = tensor.from_numpy((np.arange(3) % 4).astype(np.int64))
     loss = autograd.softmax_cross_entropy(y, t)  # labels: per-example data, no size mismatch to notice
     with pytest.raises(sonnx.ExportError, match=r"shape \(3,\) whose axis 0 is the batch size"):
-        sonnx.to_onnx([x, noise], [loss])
+        sonnx.to_onnx([x, noise], [loss], dynamic_batch=True)
     proto = sonnx.to_onnx([x, noise, t], [y, loss], model=m)
     assert [n.op_type for n in proto.graph.node].count("SoftmaxCrossEntropyLoss") == 1
     proto = sonnx.to_onnx([x, noise], [y])
@@ -464,7 +464,8 @@ def test_batch_one_with_size_one_tensors():
     assert {i.name for i in proto.graph.initializer} == set(m.get_states())
     check_runs(proto, m, images, batches=(1, 4))
     with pytest.raises(sonnx.ExportError, match=r"batch size 1.*shape \(1,\), \(1, 1\).*ambiguous.*>= 2"):
-        sonnx.to_onnx([x], [y])  # without model=: scale and row could be per-example data
+        # without model=: scale and row could be per-example data
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
     check_runs(proto, m, images, batches=(1,))
     x2 = tensor.from_numpy(images(2)[0])
