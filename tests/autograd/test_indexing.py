@@ -106,6 +106,14 @@ def test_where(sx, sy, sc):
     np.testing.assert_array_equal(autograd.where(const(x), const(y), cn).to_numpy(), np.where(c, x, y))
 
 
+def test_where_direct_backward_gives_the_two_branch_gradients():
+    x, y = Tensor(data=[[1.0, 2.0], [3.0, 4.0]]), Tensor(data=[[9.0, 8.0], [7.0, 6.0]])
+    out = autograd.where(x, y, [[True, False], [True, True]])
+    dx, dy = out.creator.backward(np.ones((2, 2), np.float32))  # the condition gets none
+    np.testing.assert_array_equal(dx, [[1, 0], [1, 1]])
+    np.testing.assert_array_equal(dy, [[0, 1], [0, 0]])
+
+
 def test_where_number_operand_and_error():
     x = randn(2, 3)
     c = x > 0
