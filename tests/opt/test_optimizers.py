@@ -229,7 +229,7 @@ TORCH_CASES = [
     (lambda: opt.RMSProp(0.01, rho=0.9, momentum=0.5, centered=True, weight_decay=0.1), "RMSprop",
      dict(lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1)),
     (lambda: opt.AdaGrad(0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2), "Adagrad",
-     dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2)),
+     dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2, eps=1e-8)),  # SINGA's eps
 ]  # fmt: skip
 
 
