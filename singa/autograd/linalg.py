@@ -6,6 +6,7 @@ from typing import Any
 
 from singa.autograd.blas_threads import matmul as _product
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.errors import ShapeError
 from singa.tensor import Tensor
 
 __all__ = ["matmul", "add_bias", "gemm", "cossim"]
@@ -148,13 +149,13 @@ def add_bias(x: Tensor, b: Tensor, axis: int = 0) -> Tensor:
     Never modifies ``x``. The bias gradient has ``b``'s shape.
     """
     if axis not in (0, 1):
-        raise ValueError(f"add_bias: axis must be 0 or 1, got {axis}")
+        raise ShapeError(f"add_bias: axis must be 0 or 1, got {axis}")
     ok = x.ndim() == 2
     if ok:
         n = x.shape[1 - axis]
         ok = tuple(b.shape) in ((n,), (1, n) if axis == 0 else (n, 1))
     if not ok:
-        raise ValueError(
+        raise ShapeError(
             f"add_bias: x of shape {x.shape} and bias of shape {b.shape} do not match (axis={axis})"
         )
     if x.dtype != b.dtype:

@@ -10,8 +10,8 @@ arrays (and on the slot arrays), and hyperparameters are validated at constructi
 Where we differ from SINGA: the update formulas are PyTorch's (RMSProp and AdaGrad
 divide by ``sqrt(s) + eps`` where SINGA uses ``sqrt(s + eps)``; Adam's bias correction
 counts each parameter's own updates); hyperparameters are numbers, not schedules (only
-``lr`` takes a scheduler); ``step_counter`` is an int (SINGA's is a one-element Tensor;
-``lr_value`` is one, as in SINGA).
+``lr`` takes a scheduler). ``step_counter`` and ``lr_value`` are one-element float32
+Tensors, as in SINGA; ``steps`` holds the exact int count.
 
 Example::
 

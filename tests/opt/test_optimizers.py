@@ -169,7 +169,7 @@ def test_backward_and_update_and_call_are_the_same():
                 (o if use_call else o.backward_and_update)(loss)
         finally:
             autograd.training = prev
-        assert o.step_counter == 3
+        assert o.steps == 3
         results.append(w.to_numpy())
     np.testing.assert_array_equal(results[0], results[1])
     assert not np.allclose(results[0], w0)
