@@ -486,8 +486,10 @@ def to_numpy(t: Tensor) -> np.ndarray:
 
 
 def zeros(shape: tuple, dev: _device.Device | None = None, dtype: Any = float32) -> Tensor:
-    """A tensor of zeros."""
-    return Tensor(_shape(shape), dev, dtype, requires_grad=False)
+    """A tensor of zeros. Like ``Tensor(shape)``, and as SINGA's ``zeros``, ``ones``,
+    ``random`` and their ``_like`` forms, it requires a gradient and stores none (set
+    ``stores_grad = True`` to make it a parameter)."""
+    return Tensor(_shape(shape), dev, dtype)
 
 
 def ones(shape: tuple, dev: _device.Device | None = None, dtype: Any = float32) -> Tensor:

@@ -20,6 +20,27 @@ def test_construction_copies_and_casts():
     assert tensor.PlaceHolder is Tensor
 
 
+def test_constructors_require_but_do_not_store_gradients_as_in_singa():
+    made = [
+        tensor.zeros((2, 3)),
+        tensor.ones((2, 3)),
+        tensor.random((2, 3)),
+        tensor.zeros_like(Tensor((2,))),
+        tensor.ones_like(Tensor((2,))),
+    ]
+    for t in made:
+        assert t.requires_grad and not t.stores_grad and t.creator is None
+    assert (made[1].to_numpy() == 1).all() and ((made[2].to_numpy() >= 0) & (made[2].to_numpy() < 1)).all()
+    a, b = tensor.random((2, 3)), tensor.random((2, 3))
+    a.stores_grad = b.stores_grad = True  # SINGA's way to treat them as parameters
+    prev, autograd.training = autograd.training, True
+    try:
+        g = autograd.gradients(autograd.mse_loss(autograd.add(a, b), tensor.zeros((2, 3))))
+    finally:
+        autograd.training = prev
+    np.testing.assert_allclose(g[a].to_numpy(), (a.to_numpy() + b.to_numpy()) / 3, rtol=1e-6)
+
+
 def test_copy_from_numpy_casts_values_in_place_and_checks_size():
     t = Tensor((2, 2), dtype=tensor.int32)
     buf = t.data

@@ -16,9 +16,11 @@ An Operation runs on raw arrays (numpy or cupy). Calling it on Tensors:
    a gradient when some input does.
 
 ``backward(*dys)`` returns one gradient per input (None where an input needs none,
-see ``self.needs_grad``). The :func:`backward` walker sets ``needs_grad`` before
-calling it so that only gradients reaching a tensor that stores its gradient are
-computed. Nothing at all is recorded inside ``no_grad()``.
+see ``self.needs_grad``), or per leading input only: inputs that never get a gradient
+(indices, conditions, targets) may be left off the end, as SINGA's operators, which
+keep such inputs as attributes, return only the gradients of the others. The
+:func:`backward` walker sets ``needs_grad`` before calling it so that only gradients
+reaching a tensor that stores its gradient are computed. Nothing at all is recorded inside ``no_grad()``.
 
 While a device's ``recorder`` is set (graph tracing, ONNX export), every array
 computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op=None,
@@ -321,6 +323,8 @@ def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
             dxs = (dxs,)
         if dev.recorder is not None:
             dev.recorder.record(op.backward, list(dys), dxs, op=op, is_backward=True)
+        if len(dxs) < len(routes):  # the trailing inputs (indices, targets) get none
+            dxs += (None,) * (len(routes) - len(dxs))
     op.src = None
     op.cache = None
     return dxs

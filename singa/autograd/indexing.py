@@ -26,7 +26,18 @@ from singa.autograd.engine import Operation, array_module, unbroadcast
 from singa.autograd.shaping import check_axis, lift, scatter_add
 from singa.tensor import Tensor
 
-__all__ = ["gather", "where", "getitem", "onehot", "nonzero", "scatter_elements", "OneHot", "NonZero"]
+__all__ = [
+    "gather",
+    "embedding",
+    "where",
+    "getitem",
+    "onehot",
+    "nonzero",
+    "scatter_elements",
+    "Embedding",
+    "OneHot",
+    "NonZero",
+]
 
 _slice = builtins.slice
 
@@ -47,13 +58,14 @@ class Gather(Operation):
         return xp.take(x, indices, axis=self.axis)
 
     def backward(self, dy):
+        """The gradient of x alone (the indices get none), as SINGA's Gather returns."""
         if not self.needs_grad[0]:
-            return None, None
+            return None
         shape, idx = self.cache
         xp = array_module(dy)
         dx = xp.zeros(shape, dtype=dy.dtype)
         scatter_add(xp, dx, (_slice(None),) * self.axis + (idx,), dy)
-        return dx, None
+        return dx
 
 
 def gather(x: Tensor, axis: int, indices: Any) -> Tensor:
@@ -72,6 +84,46 @@ def gather(x: Tensor, axis: int, indices: Any) -> Tensor:
     return Gather(ax)(x, ind)[0]
 
 
+class Embedding(Operation):
+    """SINGA's Embedding operator: y = w[x] (the rows of ``w`` picked by the integer
+    indices ``x``), inputs ``(x, w)``. The gradient of ``w`` adds up the rows of dy
+    per index; that of ``x`` is zero (the lookup is constant between integers; SINGA
+    returns dy summed over its last axis, which is not a derivative). ONNX: Gather."""
+
+    def forward(self, x, w):
+        xp = array_module(w)
+        idx = x if x.dtype.kind in "iu" else x.astype(np.int64)
+        if self.requires_grad:
+            self.cache = (x.shape, w.shape, idx)
+        return xp.take(w, idx, axis=0)
+
+    def backward(self, dy):
+        x_shape, w_shape, idx = self.cache
+        xp = array_module(dy)
+        dx = xp.zeros(x_shape, dtype=dy.dtype) if self.needs_grad[0] else None
+        dw = None
+        if self.needs_grad[1]:
+            dw = xp.zeros(w_shape, dtype=dy.dtype)
+            scatter_add(xp, dw, (idx,), dy)
+        return dx, dw
+
+
+def embedding(x: Tensor, w: Tensor) -> Tensor:
+    """The rows of ``w`` (shape (num, dim)) at the integer indices ``x`` (any shape,
+    an integer Tensor or whole numbers in a float one): shape x.shape + (dim,).
+    SINGA's ``autograd.embedding``; :class:`singa.layer.Embedding` calls it."""
+    if w.ndim() != 2:
+        raise ValueError(f"embedding: w must be 2-D (num, dim), got shape {w.shape}")
+    ind = x.data
+    if ind.size:
+        if ind.dtype.kind == "f" and bool((ind != ind.astype(np.int64)).any()):
+            raise ValueError("embedding: x must hold whole numbers (indices)")
+        lo, hi = int(ind.min()), int(ind.max())
+        if lo < 0 or hi >= w.shape[0]:
+            raise ValueError(f"embedding: indices in [{lo}, {hi}] are out of range for {w.shape[0]} rows")
+    return Embedding()(x, w)[0]
+
+
 class Where(Operation):
     """y = x where condition else y (condition not differentiated)."""
 
@@ -87,7 +139,7 @@ class Where(Operation):
         xp = array_module(dy)
         dx = unbroadcast(xp.where(c, dy, 0), sx) if self.needs_grad[0] else None
         dyy = unbroadcast(xp.where(c, 0, dy), sy) if self.needs_grad[1] else None
-        return dx, dyy, None
+        return dx, dyy  # the condition gets none: SINGA's Where returns these two
 
 
 def where(x: Any, y: Any, condition: Any) -> Tensor:

@@ -3,8 +3,10 @@ does (so ``tensor.to_numpy(loss)[0]`` is the value).
 
 The class axis is the last one. Class-index targets have shape ``x.shape[:-1]`` and
 any numeric dtype (float labels must hold whole numbers); out-of-range indices raise
-ValueError. Targets never get a gradient (their backward entry is None); floating
-targets are cast to ``x``'s dtype.
+ValueError. Targets never get a gradient: an operator's ``backward(dy=1.0)`` returns
+the gradient of ``x`` alone, as SINGA's loss operators do, so
+``loss.creator.backward()`` is d loss / d x. Floating targets are cast to ``x``'s
+dtype.
 
 "Mean over the batch" divides by the number of rows ``N = x.size // x.shape[-1]``
 (``x.shape[0]`` for the usual (N, C) input).
@@ -17,6 +19,7 @@ import math
 import numpy as np
 
 from singa.autograd.engine import Operation, array_module
+from singa.autograd.errors import ShapeError
 from singa.tensor import Tensor
 
 __all__ = [
@@ -85,16 +88,21 @@ def _check_class_target(name: str, x: Tensor, t: Tensor, labels: bool = True) ->
     if labels and t.shape == x.shape:
         return
     expect = "class indices of shape x.shape[:-1]" + (" or labels of x's shape" if labels else "")
-    raise ValueError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
+    raise ShapeError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
 
 
 def _check_same(name: str, x: Tensor, t: Tensor) -> None:
     _check_float(name, x)
     _check_numeric(name, t)
     if t.shape != x.shape:
-        raise ValueError(
+        raise ShapeError(
             f"{name}: x of shape {x.shape} and target of shape {t.shape} must have the same shape"
         )
+
+
+def _dy(dy):
+    """The loss gradient as a 0-d array or number (SINGA's loss backward defaults to 1)."""
+    return dy if isinstance(dy, int | float) else dy.reshape(())
 
 
 # ----- operators -----------------------------------------------------------------------
@@ -126,7 +134,7 @@ class SoftMaxCrossEntropy(Operation):
             self.cache = (e, tt)
         return _scalar(xp, loss, x.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         p, t = self.cache
         xp = array_module(p)
         c = p.shape[-1]
@@ -135,10 +143,10 @@ class SoftMaxCrossEntropy(Operation):
             g = p.reshape(-1, c).copy()
             g[xp.arange(t.size), t] -= 1
             g = g.reshape(p.shape)
-        else:
-            g = p - t
-        g *= dy.reshape(()) / n
-        return g, None
+        else:  # d/dx of -sum(t * log_softmax(x)) = p * sum(t) - t (rows of t need not sum to 1)
+            g = p * t.sum(axis=-1, keepdims=True) - t
+        g *= _dy(dy) / n
+        return g
 
 
 class CrossEntropy(Operation):
@@ -167,21 +175,21 @@ class CrossEntropy(Operation):
             self.cache = (y, tt)
         return _scalar(xp, loss, y.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         y, t = self.cache
         xp = array_module(y)
         c = y.shape[-1]
-        scale = -dy.reshape(()) / _rows(y)
+        scale = -_dy(dy) / _rows(y)
         if t.dtype.kind == "i":  # flat class indices
             rows = xp.arange(t.size)
             picked = y.reshape(-1, c)[rows, t]
             g = xp.zeros((t.size, c), dtype=y.dtype)
             g[rows, t] = (picked > _P_MIN) * (scale / xp.maximum(picked, _P_MIN))
-            return g.reshape(y.shape), None
+            return g.reshape(y.shape)
         g = t / xp.maximum(y, _P_MIN)
         g *= y > _P_MIN
         g *= scale
-        return g, None
+        return g
 
 
 class MSELoss(Operation):
@@ -195,10 +203,9 @@ class MSELoss(Operation):
             self.cache = d
         return _scalar(xp, loss, x.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         d = self.cache
-        g = d * (dy.reshape(()) * (2.0 / max(d.size, 1)))
-        return g.astype(d.dtype, copy=False), None
+        return (d * (_dy(dy) * (2.0 / max(d.size, 1)))).astype(d.dtype, copy=False)
 
 
 class BinaryCrossEntropy(Operation):
@@ -222,13 +229,13 @@ class BinaryCrossEntropy(Operation):
             self.cache = (x, tt)
         return _scalar(xp, loss, x.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         x, t = self.cache
         xp = array_module(x)
         g = x - t
         g /= xp.maximum(x * (1 - x), _BCE_EPS)
-        g *= dy.reshape(()) / max(x.size, 1)
-        return g, None
+        g *= _dy(dy) / max(x.size, 1)
+        return g
 
 
 class RankingLoss(Operation):
@@ -250,9 +257,9 @@ class RankingLoss(Operation):
             self.cache = (active, n)
         return _scalar(xp, (h * active).sum() / n, pos.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         active, n = self.cache
-        g = active * (dy.reshape(()) / n)
+        g = active * (_dy(dy) / n)
         return -g if self.needs_grad[0] else None, g if self.needs_grad[1] else None
 
 
@@ -268,14 +275,14 @@ class NLLLoss(Operation):
             self.cache = (x.shape, x.dtype, idx)
         return _scalar(xp, loss, x.dtype)
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         shape, dtype, idx = self.cache
         xp = array_module(idx)
         c = shape[-1]
         n = idx.size
         g = xp.zeros((n, c), dtype=dtype)
-        g[xp.arange(n), idx] = -dy.reshape(()) / max(n, 1)
-        return g.reshape(shape), None
+        g[xp.arange(n), idx] = -_dy(dy) / max(n, 1)
+        return g.reshape(shape)
 
 
 # ----- public functions ----------------------------------------------------------------

@@ -177,12 +177,11 @@ class BatchNorm2d(Operation):
                 dx += xc
                 dx += lay.spread(-a * sdy / count, dt)
             dx = lay.restore(dx)
+        # the running statistics get no gradient: (dx, dscale, dbias), as SINGA returns
         return (
             dx,
             dscale.astype(scale.dtype, copy=False) if need_s else None,
             sdy.astype(scale.dtype, copy=False) if need_b else None,
-            None,
-            None,
         )
 
 

@@ -491,8 +491,9 @@ def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
 
 
 class Tile(Operation):
-    """y = x repeated ``repeats[i]`` times along each axis i (numpy ``tile``, ONNX Tile);
-    one entry of ``repeats`` per axis of x."""
+    """y = x repeated ``repeats[i]`` times along each axis i (numpy ``tile``, ONNX Tile).
+    ``repeats`` has one entry per output axis: more than x has puts leading axes of size
+    1 before x's (numpy's rule); the gradient has x's own shape."""
 
     def __init__(self, repeats: tuple):
         super().__init__()
@@ -504,9 +505,11 @@ class Tile(Operation):
         return array_module(x).tile(x, self.repeats)
 
     def backward(self, dy):
+        shape = self.cache
+        full = (1,) * (len(self.repeats) - len(shape)) + tuple(shape)
         # dy viewed as (r0, n0, r1, n1, ...): the copies of x lie along the r axes
-        split = tuple(d for r, n in zip(self.repeats, self.cache) for d in (r, n))
-        return dy.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
+        split = tuple(d for r, n in zip(self.repeats, full) for d in (r, n))
+        return dy.reshape(split).sum(axis=tuple(range(0, len(split), 2))).reshape(shape)
 
 
 def tile(x: Tensor, repeats: int | Sequence[int]) -> Tensor:
@@ -518,7 +521,5 @@ def tile(x: Tensor, repeats: int | Sequence[int]) -> Tensor:
     if not reps or any(not isinstance(r, int | np.integer) or r < 1 for r in reps):
         raise ValueError(f"tile: repeats must be an int or a sequence of ints >= 1, got {repeats!r}")
     reps = tuple(int(r) for r in reps)
-    if len(reps) > x.ndim():
-        x = reshape(x, (1,) * (len(reps) - x.ndim()) + tuple(x.shape))
     reps = (1,) * (x.ndim() - len(reps)) + reps
     return Tile(reps)(x)[0]

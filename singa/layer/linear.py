@@ -159,4 +159,4 @@ class Embedding(Layer):
 
     def forward(self, x: Tensor) -> Tensor:
         """Rows of ``W`` picked by the integer indices in ``x``: shape x.shape + (output_dim,)."""
-        return autograd.gather(self.W, 0, x)
+        return autograd.embedding(x, self.W)

@@ -32,6 +32,11 @@ from singa.tensor import Tensor
 __all__ = ["RNN_Base", "RNN", "LSTM"]
 
 
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``target`` (numpy rules)."""
+    return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
+
+
 class RNN_Base(Layer):
     """Shared machinery of :class:`RNN` and :class:`LSTM` (see the module docstring)."""
 
@@ -125,10 +130,13 @@ class RNN_Base(Layer):
             return [None] * n, False
         if s0.ndim() == 2 and n == 1 and tuple(s0.shape) == (batch, hs):
             return [s0], True
+        if s0.ndim() == 2 and n == 1 and _broadcasts_to(tuple(s0.shape), (batch, hs)):
+            # (batch, 1) or (1, H): broadcast over the other axis, as SINGA's cells do
+            return [autograd.expand(s0, (batch, hs))], True
         if tuple(s0.shape) != (n, batch, hs):
             raise ValueError(
                 f"{type(self).__name__}: {what} must have shape {(n, batch, hs)}"
-                + (f" or {(batch, hs)}" if n == 1 else "")
+                + (f" or {(batch, hs)} (or broadcast to it)" if n == 1 else "")
                 + f", got {s0.shape}"
             )
         if n == 1:
@@ -242,7 +250,8 @@ class RNN(RNN_Base):
       direction, else as above.
 
     ``h0`` has h_n's shape (None means zeros); a (batch, hidden) ``h0`` gives a
-    (batch, hidden) h_n.
+    (batch, hidden) h_n. For one layer and direction a 2-D state may also broadcast to
+    (batch, hidden), e.g. (batch, 1) or (1, hidden), as SINGA's cells allow.
     """
 
     _gates = 1

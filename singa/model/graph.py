@@ -273,7 +273,7 @@ class Graph:
             return False
         dead = [i for i, s in enumerate(n.outs) if s is not None and used.get(s, 0) == 0]
         needs = list(n.op.needs_grad)
-        if not dead or len(needs) != len(n.outs):
+        if not dead or len(needs) < len(n.outs):  # a backward may leave off trailing inputs
             return False
         for i in dead:
             needs[i] = False

@@ -99,7 +99,7 @@ class Optimizer:
 
     Args:
         lr: a learning rate (number >= 0), a :class:`~singa.opt.Scheduler`, or any
-            callable ``step -> float``; evaluated at ``step_counter`` on every update.
+            callable ``step -> float``; evaluated at ``steps`` on every update.
         clip_norm: when given, ``backward_and_update`` scales all gradients together
             so that their global L2 norm is at most ``clip_norm``.
         dtype: SINGA's ``dtype``: the dtype of the parameters this optimizer updates
@@ -108,7 +108,8 @@ class Optimizer:
 
     Attributes:
         lr: may be changed between steps (also while a model replays its graph).
-        step_counter: completed ``backward_and_update`` (or :meth:`step`) calls.
+        steps: completed ``backward_and_update`` (or :meth:`step`) calls, an int.
+        step_counter: the same count as SINGA holds it, a float32 Tensor of shape (1,).
         last_grad_norm: the global gradient norm of the last clipped step.
         loss_scaler: a :class:`~singa.opt.scaler.LossScaler` (set by
             ``Model.compile(..., precision="mixed")``) that ``backward_and_update``
@@ -128,7 +129,7 @@ class Optimizer:
         self.clip_norm = None if clip_norm is None else float(clip_norm)
         self.dtype = _float_dtype(name, dtype)
         self.loss_scaler: Any = None
-        self.step_counter = 0
+        self.steps = 0
         self.last_grad_norm: float | None = None
         self._slots: dict[Tensor, dict[str, Any]] = {}
         self._param_steps: dict[Tensor, int] = {}
@@ -139,7 +140,7 @@ class Optimizer:
     def get_lr(self) -> float:
         """The learning rate of the current step."""
         lr = self.lr
-        return float(lr(self.step_counter)) if callable(lr) else lr
+        return float(lr(self.steps)) if callable(lr) else lr
 
     @property
     def lr_value(self) -> Tensor:
@@ -147,8 +148,22 @@ class Optimizer:
         (SINGA's attribute; :meth:`get_lr` gives the number)."""
         return Tensor((1,), data=np.array([self.get_lr()]), dtype=np.float32, requires_grad=False)
 
+    @property
+    def step_counter(self) -> Tensor:
+        """The completed steps as SINGA's optimizers hold them: a float32 Tensor of shape
+        (1,) (a new one on each read; :attr:`steps` is the int). Assigning a number or a
+        one-element Tensor sets :attr:`steps`."""
+        return Tensor((1,), data=np.array([self.steps]), dtype=np.float32, requires_grad=False)
+
+    @step_counter.setter
+    def step_counter(self, value: Any) -> None:
+        arr = _host(value.data if isinstance(value, Tensor) else np.asarray(value)).reshape(-1)
+        if arr.size != 1 or not np.isfinite(arr[0]) or arr[0] < 0 or arr[0] != int(arr[0]):
+            raise ValueError(f"step_counter must be one whole number >= 0, got {value!r}")
+        self.steps = int(arr[0])
+
     def step(self, dev: Any = None) -> None:
-        """Finish a step: advance ``step_counter`` (and so the schedule). Called by
+        """Finish a step: advance ``steps`` (and so the schedule). Called by
         :meth:`backward_and_update`; call it yourself after a loop of :meth:`update`
         calls if you use a scheduler."""
         self._advance()
@@ -156,7 +171,7 @@ class Optimizer:
             dev.recorder.record(self._advance, [], ())
 
     def _advance(self) -> None:
-        self.step_counter += 1
+        self.steps += 1
 
     # ----- updates ----------------------------------------------------------------------
     def update(self, param: Tensor, grad: Any) -> None:
@@ -293,7 +308,7 @@ class Optimizer:
         lr = self.lr
         return {
             "type": type(self).__name__,
-            "step": int(self.step_counter),
+            "step": int(self.steps),
             "lr": lr if isinstance(lr, float) else None,
             "scheduler": lr.get_config() if isinstance(lr, Scheduler) else None,
             "hyper": self._hyper(),
@@ -303,7 +318,7 @@ class Optimizer:
         }
 
     def _singa_states(self) -> dict:
-        out: dict[str, Any] = {"step_counter": float(self.step_counter)}
+        out: dict[str, Any] = {"step_counter": float(self.steps)}
         for singa_name, slot in self.singa_slots.items():
             got = {
                 self.param_key(t): Tensor._wrap(arr.copy(), t.device)
@@ -342,7 +357,7 @@ class Optimizer:
         _restore_scaler(self.loss_scaler, states)
         self._slots = _device_slots(slots, names)
         self._param_steps = {names[n]: int(v) for n, v in psteps.items()}
-        self.step_counter = int(states["step"])
+        self.steps = int(states["step"])
         lr = states.get("lr")
         if lr is not None and isinstance(self.lr, float):
             self.lr = float(lr)
@@ -352,7 +367,7 @@ class Optimizer:
         step = _singa_step(cls, states)
         by_key = {self.param_key(t): t for t in self._slots}
         slots = _singa_slot_arrays(cls, states, self.singa_slots, by_key)
-        self.step_counter = step
+        self.steps = step
         self._pending = {}
         for key, arrs in slots.items():
             t = by_key.get(key)

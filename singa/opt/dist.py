@@ -128,9 +128,14 @@ class DistOpt:
         self.opt.loss_scaler = scaler
 
     @property
-    def step_counter(self) -> int:
-        """The wrapped optimizer's completed steps."""
+    def step_counter(self) -> Any:
+        """The wrapped optimizer's completed steps (SINGA's one-element Tensor)."""
         return self.opt.step_counter
+
+    @property
+    def steps(self) -> int:
+        """The wrapped optimizer's completed steps, an int."""
+        return self.opt.steps
 
     def get_lr(self) -> float:
         """The learning rate of the current step."""

@@ -2,7 +2,7 @@
 
 A scheduler called with a Tensor holding the step (SINGA's form) returns a Tensor.
 An optimizer given a scheduler as its ``lr`` evaluates it at the number of
-completed ``backward_and_update`` calls (``optimizer.step_counter``), so the first
+completed ``backward_and_update`` calls (``optimizer.steps``), so the first
 update uses ``scheduler(0)``. Every scheduler takes an optional linear warm-up:
 for ``step < warmup_steps`` the rate is ``init_value * (step + 1) / warmup_steps``;
 after it the schedule starts from its own step 0 (``schedule(step - warmup_steps)``).

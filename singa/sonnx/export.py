@@ -27,6 +27,7 @@ operator's attributes and emits nodes through :class:`ExportContext`.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -287,14 +288,28 @@ def _check_output_shapes(model: onnx.ModelProto, ctx: ExportContext) -> None:
 # Public API
 
 
+def _is_operator_argument(x: Any) -> bool:
+    """A Python number, or a tuple/list of them (a shape): SINGA's ``to_onnx`` accepts
+    such operator arguments among the inputs (``to_onnx([x, min, max], [y])``) and
+    leaves them out, as their values are already recorded in the graph."""
+    if isinstance(x, tuple | list):
+        return all(_is_operator_argument(v) for v in x)
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def _as_tensors(inputs: Any) -> list[Tensor]:
     if isinstance(inputs, Tensor):
         return [inputs]
-    inputs = list(inputs)
+    tensors = []
     for x in inputs:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"ONNX export: inputs must be Tensors, got {type(x).__name__}")
-    return inputs
+        if isinstance(x, Tensor):
+            tensors.append(x)
+        elif not _is_operator_argument(x):
+            raise TypeError(
+                f"ONNX export: inputs must be Tensors (or Python numbers and shapes, "
+                f"which are left out), got {type(x).__name__}"
+            )
+    return tensors
 
 
 def _model_params(model: Any) -> dict[int, str]:
@@ -327,7 +342,7 @@ def to_onnx(
     outputs: Any,
     model_name: str = "sonnx",
     opset: int | None = None,
-    dynamic_batch: bool = True,
+    dynamic_batch: bool | None = None,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     check: bool = True,
@@ -336,7 +351,9 @@ def to_onnx(
     """Export the computation from ``inputs`` to ``outputs`` as an ONNX model.
 
     Args:
-        inputs: the input Tensor(s); their values are used for the trace.
+        inputs: the input Tensor(s); their values are used for the trace. Python
+            numbers and tuples of them among them (operator arguments, as SINGA's
+            examples pass them) are left out: their values are in the recorded graph.
         outputs: the output Tensor(s) computed from ``inputs`` with autograd recording
             (SINGA's form, see :mod:`singa.sonnx.recorded`: the recorded graph is
             replayed in inference form, on copies of the operators), a Layer/Model
@@ -351,9 +368,13 @@ def to_onnx(
             ran an operator, so errors name the operator only.
         model_name: the ONNX graph's name.
         opset: the default-domain opset (default 17; from 11 to ``max_opset()``).
-        dynamic_batch: axis 0 of the inputs (those whose axis 0 has the first input's
-            size) is the symbolic dim ``batch``. The computation is traced at the given
-            batch size and at one more, to find every size that depends on it.
+        dynamic_batch: True: axis 0 of the inputs (those whose axis 0 has the first
+            input's size) is the symbolic dim ``batch``; the computation is traced at
+            the given batch size and at one more, to find every size that depends on
+            it, and ExportError says what cannot follow the batch. False: the batch
+            size is fixed at the given one (as SINGA's exporter always does). None
+            (default): dynamic when the computation allows it, else fixed, with a
+            warning that gives the reason.
         input_names / output_names: value names (default ``input``/``output`` or
             ``input_<i>``/``output_<i>``).
         check: run ``onnx.checker.check_model(..., full_check=True)``.
@@ -379,6 +400,34 @@ def to_onnx(
     if not inputs:
         raise ValueError("ONNX export: at least one input tensor is needed")
     opset = _check_opset(opset)
+    rest = (model_name, opset, input_names, output_names, check, model)
+    if dynamic_batch is not None:
+        return _to_onnx(inputs, outputs, bool(dynamic_batch), *rest)
+    try:
+        return _to_onnx(inputs, outputs, True, *rest)
+    except ExportError as dynamic_error:
+        result = _to_onnx(inputs, outputs, False, *rest)  # raises what a fixed batch cannot do
+        batch = inputs[0].shape[0] if inputs[0].ndim() else 1
+        warnings.warn(
+            f"{dynamic_error} -- exported with the batch size fixed at {batch} instead "
+            "(dynamic_batch=True makes this an error, dynamic_batch=False silences it)",
+            stacklevel=2,
+        )
+        return result
+
+
+def _to_onnx(
+    inputs: list[Tensor],
+    outputs: Any,
+    dynamic_batch: bool,
+    model_name: str,
+    opset: int,
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    check: bool,
+    model: Any,
+) -> onnx.ModelProto:
+    """:func:`to_onnx` with the batch dynamic or fixed (and the inputs and opset checked)."""
     fn, model, recorded_graph = _computation(outputs, inputs, model, dynamic_batch)
     try:
         tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)

@@ -203,6 +203,28 @@ def test_direct_backward_on_a_creator_gives_every_input_gradient():
     np.testing.assert_array_equal(db, [1.0, 2.0])
 
 
+class _TwiceFirstInput(autograd.Operation):
+    """y = 2 x; its second input is only read (like indices): backward returns dx alone."""
+
+    def forward(self, x, other):
+        return 2 * x + 0 * other
+
+    def backward(self, dy):
+        return 2 * dy
+
+
+def test_backward_may_leave_off_trailing_inputs_that_get_no_gradient():
+    """As SINGA's operators return only the gradients of their differentiable inputs:
+    the walker treats the missing ones as None, so an operator feeding only that input
+    still completes and the parameter below it is yielded once, with the right sum."""
+    w = param([1.0, 2.0])
+    z = autograd.mul(w, w)  # reaches the short backward only through its trailing input
+    y = _TwiceFirstInput()(w, z)[0]
+    pairs = list(autograd.backward(y, dy=np.ones(2)))
+    assert [p for p, _ in pairs] == [w]
+    np.testing.assert_array_equal(pairs[0][1].to_numpy(), [2.0, 2.0])
+
+
 def test_gradients_keyed_by_id_and_indexable_by_tensor():
     w = param([1.0, 2.0])
     g = autograd.gradients(autograd.sum(autograd.mul(w, w)))

@@ -49,6 +49,47 @@ def test_gather_tensor_indices_and_repeated_scatter_add():
         autograd.gather(x, 1, [0])
 
 
+def test_gather_direct_backward_returns_the_gradient_of_x_alone():
+    y = autograd.gather(Tensor(data=np.arange(6.0).reshape(3, 2), dtype=np.float64), 0, [2, 2])
+    dx = y.creator.backward(np.ones((2, 2)))  # SINGA's tests call this: one array, x's shape
+    np.testing.assert_array_equal(dx, [[0, 0], [0, 0], [2, 2]])
+
+
+# ----- embedding -----------------------------------------------------------------------------
+def test_embedding_picks_rows_and_gradcheck_of_w():
+    w = randn(5, 3)
+    idx = np.array([[0, 4, 4], [2, 1, 0]])
+    y = autograd.embedding(const(idx, np.int64), const(w))
+    np.testing.assert_array_equal(y.to_numpy(), w[idx])
+    gradcheck(lambda w: autograd.embedding(const(idx, np.int64), w), [w])
+    yf = autograd.embedding(const(idx.astype(np.float32), np.float32), const(w))  # whole floats
+    np.testing.assert_array_equal(yf.to_numpy(), w[idx])
+
+
+def test_embedding_direct_backward_gives_zero_dx_and_summed_dw():
+    x = Tensor(data=np.array([[1, 3], [3, 3]]), dtype=np.int64)  # requires a gradient by default
+    w = Tensor(data=np.zeros((4, 2)), dtype=np.float64)
+    y = autograd.embedding(x, w)
+    dy = np.arange(8.0).reshape(2, 2, 2)
+    dx, dw = y.creator.backward(dy)  # SINGA's (dx, dW) pair
+    assert dx.shape == (2, 2) and not dx.any()
+    np.testing.assert_array_equal(dw, [[0, 0], [0, 1], [0, 0], [2 + 4 + 6, 3 + 5 + 7]])
+
+
+@pytest.mark.parametrize(
+    "x,w,match",
+    [
+        ([[0, 4]], np.zeros((4, 2)), "out of range"),
+        ([-1], np.zeros((4, 2)), "out of range"),
+        ([0.5], np.zeros((4, 2)), "whole numbers"),
+        ([0], np.zeros(4), "must be 2-D"),
+    ],
+)
+def test_embedding_errors(x, w, match):
+    with pytest.raises(ValueError, match=f"embedding: .*{match}"):
+        autograd.embedding(const(x), const(w))
+
+
 # ----- where ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "sx,sy,sc",
@@ -63,6 +104,14 @@ def test_where(sx, sy, sc):
     # a numeric Tensor condition: nonzero means true
     cn = const(c.astype(np.float32) * 3, np.float32)
     np.testing.assert_array_equal(autograd.where(const(x), const(y), cn).to_numpy(), np.where(c, x, y))
+
+
+def test_where_direct_backward_gives_the_two_branch_gradients():
+    x, y = Tensor(data=[[1.0, 2.0], [3.0, 4.0]]), Tensor(data=[[9.0, 8.0], [7.0, 6.0]])
+    out = autograd.where(x, y, [[True, False], [True, True]])
+    dx, dy = out.creator.backward(np.ones((2, 2), np.float32))  # the condition gets none
+    np.testing.assert_array_equal(dx, [[1, 0], [1, 1]])
+    np.testing.assert_array_equal(dy, [[0, 1], [0, 0]])
 
 
 def test_where_number_operand_and_error():

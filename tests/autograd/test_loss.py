@@ -60,6 +60,16 @@ def test_softmax_cross_entropy_indices(shape):
     np.testing.assert_allclose(got_f, want, rtol=1e-14)
 
 
+def test_softmax_cross_entropy_targets_whose_rows_do_not_sum_to_one():
+    """Scores as targets (SINGA's RNN tests use uniform random ones): the gradient is
+    p * sum(t) - t per row, not p - t."""
+    x = np.random.default_rng(5).standard_normal((3, 4))
+    t = np.random.default_rng(6).uniform(0, 1, (3, 4))
+    gradcheck(autograd.softmax_cross_entropy, [x, t], wrt=[0])
+    want = -(t * _log_softmax(x)).sum() / 3
+    np.testing.assert_allclose(autograd.softmax_cross_entropy(C(x), C(t)).to_numpy()[0], want, rtol=1e-14)
+
+
 @pytest.mark.parametrize("shape", CLASS_SHAPES)
 def test_softmax_cross_entropy_soft_labels(shape):
     x = np.random.default_rng(3).standard_normal(shape) * 2
@@ -195,7 +205,10 @@ def test_float32_shape_1_and_no_gradient_for_target(name):
     assert grads[tx].dtype == np.float32 and grads[tx].shape == x.shape
     assert tt not in grads
     loss = fn(tx, tt)
-    assert loss.creator.backward(np.ones(1, np.float32))[1] is None
+    dx = loss.creator.backward(np.ones(1, np.float32))  # x's gradient alone, as in SINGA
+    np.testing.assert_array_equal(dx, grads[tx].to_numpy())
+    loss = fn(tx, tt)
+    np.testing.assert_array_equal(loss.creator.backward(), dx)  # dy defaults to 1
     frozen = fn(C(x), C(t)).creator  # recorded (as in SINGA) but keeps no cache
     assert not frozen.requires_grad and frozen.cache is None
 
@@ -266,3 +279,20 @@ def test_ranking_loss_value_and_gradient(shape):
 def test_ranking_loss_shape_mismatch_raises():
     with pytest.raises(ValueError, match=r"^ranking_loss: .*same shape"):
         autograd.ranking_loss(T(np.ones((2, 3))), T(np.ones(3)))
+
+
+def test_shape_errors_are_value_errors_and_assertion_errors_as_singa_asserts_them():
+    from singa.autograd.errors import ShapeError
+
+    x2, x3, b1 = C(np.zeros((4, 4))), C(np.zeros((4, 4, 4))), C(np.zeros(4))
+    calls = [
+        (autograd.softmax_cross_entropy, (x2, x3), "do not match"),
+        (autograd.mse_loss, (x2, x3), "must have the same shape"),
+        (autograd.ranking_loss, (x2, b1), "must have the same shape"),
+        (autograd.add_bias, (x2, b1, 3), "axis must be 0 or 1"),
+        (autograd.add_bias, (x2, C(np.zeros(3)), 0), "do not match"),
+    ]
+    for fn, args, match in calls:
+        with pytest.raises(ShapeError, match=match) as info:
+            fn(*args)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, AssertionError)

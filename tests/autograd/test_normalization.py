@@ -89,6 +89,20 @@ def test_batchnorm_only_x_needs_grad_and_training_flag_default():
     np.testing.assert_allclose(y.to_numpy(), bn_ref(x, scale, bias, rm_now, rv_now), rtol=1e-10)
 
 
+def test_batchnorm_direct_backward_gives_x_scale_and_bias_gradients_only():
+    """SINGA's tests unpack ``dx, ds, db = y.creator.backward(dy)``: the running
+    statistics get no gradient and are left off."""
+    x, scale, bias, rm, rv = bn_inputs((2, 3, 2, 2))
+    ts = [Tensor(data=a, dtype=np.float64) for a in (x, scale, bias)]  # require gradients
+    y = autograd.batchnorm_2d(*ts, const(rm), const(rv))
+    dy = rng.standard_normal(x.shape)
+    dx, ds, db = y.creator.backward(dy)
+    assert dx.shape == x.shape and ds.shape == db.shape == (3,)
+    np.testing.assert_allclose(db, dy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    xhat = (x - x.mean(axis=(0, 2, 3), keepdims=True)) / np.sqrt(x.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(ds, (dy * xhat).sum(axis=(0, 2, 3)), rtol=1e-9)
+
+
 def test_batchnorm_float32_and_large_mean():
     x, scale, bias, rm, rv = bn_inputs((8, 4, 5, 5), np.float32)
     x = x + np.float32(10.0)

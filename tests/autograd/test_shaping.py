@@ -306,6 +306,14 @@ def test_tile_gradient_sums_the_copies():
     assert autograd.tile(x32, 2).dtype == np.float32
 
 
+def test_tile_adding_axes_is_one_operator_whose_gradient_has_the_input_shape():
+    x = np.array([0.0, 1.0, 2.0], np.float32)
+    y = autograd.tile(Tensor(data=x), (2, 1, 2))  # numpy's rule: x is viewed as (1, 1, 3)
+    assert y.shape == (2, 1, 6)
+    dx = y.creator.backward(np.ones(y.shape, np.float32))  # the op SINGA users call directly
+    np.testing.assert_array_equal(dx, np.full(3, 4.0, np.float32))
+
+
 @pytest.mark.parametrize("repeats", [0, (2, 0), (), (1.5,), "2"])
 def test_tile_errors(repeats):
     with pytest.raises(ValueError, match="tile: repeats must be"):

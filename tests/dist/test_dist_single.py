@@ -159,6 +159,6 @@ def test_loss_scaling_with_another_dist_variant_is_refused_clearly(variant):
     loss = m.softmax_cross_entropy(out, tensor.from_numpy(np.zeros(4, np.int32)))
     with pytest.raises(NotImplementedError, match=f"{variant}.*plain"):
         getattr(m.optimizer, variant)(loss)
-    assert m.optimizer.step_counter == 0
+    assert m.optimizer.steps == 0
     for k, t in m.get_params().items():
         np.testing.assert_array_equal(t.to_numpy(), before[k])

@@ -119,6 +119,28 @@ def test_singa_list_form():
         rnn([t64(np.ones((2, 3))), t64(np.ones((3, 3)))])
 
 
+@pytest.mark.parametrize("c0_shape", [(2, 1), (1, 4)])
+def test_two_d_states_that_broadcast_to_batch_by_hidden(c0_shape):
+    lstm = layer.LSTM(3, 4)
+    x = np.random.default_rng(12).standard_normal((3, 2, 3))
+    h0 = np.random.default_rng(13).standard_normal((2, 4))
+    c0 = np.random.default_rng(14).standard_normal(c0_shape)
+    out, h, c = lstm([t64(s) for s in x], (t64(h0), t64(c0)))
+    assert h.shape == c.shape == (2, 4)
+    _, h_ref, c_ref = reference(lstm, x, h0[None], np.broadcast_to(c0, (2, 4))[None])
+    np.testing.assert_allclose(c.to_numpy(), c_ref[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(h.to_numpy(), h_ref[0], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="c0 must have shape"):
+        lstm([t64(s) for s in x], (t64(h0), t64(np.zeros((2, 3)))))
+
+
+def test_gradcheck_broadcast_initial_state():
+    x = np.random.default_rng(15).standard_normal((3, 2, 2))
+    h0 = np.random.default_rng(16).standard_normal((2, 3))
+    c0 = np.random.default_rng(17).standard_normal((2, 1))
+    param_gradcheck(layer.LSTM(2, 3), [x, h0, c0], call=lambda lay, x, h, c: lay(list(x), (h, c)))
+
+
 def test_param_names_shapes_and_init():
     lstm = layer.LSTM(3, 5, num_layers=2, bidirectional=True)
     p = lstm.get_params()

@@ -327,7 +327,7 @@ def test_optimizer_states_round_trip(tmp_path):
         fake_grads(net, o, steps=2, seed=9)
         fake_grads(n2, o3, steps=2, seed=9)
         assert_states_equal(states_of(net), states_of(n2))
-        assert o.step_counter == o3.step_counter == 5
+        assert o.steps == o3.steps == 5
 
 
 def test_model_save_includes_optimizer_and_random_state(tmp_path):
@@ -354,7 +354,7 @@ def test_model_save_includes_optimizer_and_random_state(tmp_path):
     other.optimizer = opt.SGD(0.05, momentum=0.9)
     assert ck.load_model(other, tmp_path / "m.zip") == {"epoch": 2}
     np.testing.assert_array_equal(dev.rng.random(4), expected)
-    assert other.optimizer.step_counter == 2
+    assert other.optimizer.steps == 2
     np.testing.assert_array_equal(
         other.optimizer.get_states(other.get_params())["slots"]["a.W/momentum"],
         net.optimizer.get_states(net.get_params())["slots"]["a.W/momentum"],

@@ -38,7 +38,7 @@ def test_gpu_to_cpu_and_back(tmp_path):
     aux = ck.load_model(dst, tmp_path / "g.zip")
     assert aux["t"].device is cpu and isinstance(dst.a.W.data, np.ndarray)
     assert_states_equal(states_of(src), states_of(dst))
-    assert dst.optimizer.step_counter == 2
+    assert dst.optimizer.steps == 2
 
     back = on(gpu, Net(seed=3))
     back.optimizer = opt.SGD(0.1, momentum=0.9)

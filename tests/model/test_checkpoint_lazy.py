@@ -39,12 +39,12 @@ def test_values_are_applied_when_the_parameters_are_created(tmp_path):
     aux = m.load_states(p)
     assert aux == {"epoch": 1} and aux.report.pending == ["fc1.W", "fc1.b", "fc2.W", "fc2.b"]
     assert hooked(m.fc1) and hooked(m.fc2)
-    assert m.optimizer.step_counter == 0  # held until every parameter exists
+    assert m.optimizer.steps == 0  # held until every parameter exists
     m.compile([Tensor((4, 5))], is_train=True)
     assert_states_equal(states_of(src), states_of(m))
     assert aux.report.pending == [] and not aux.report
     assert not hooked(m.fc1) and "_checkpoint_pending" not in vars(m)
-    assert m.optimizer.step_counter == 2
+    assert m.optimizer.steps == 2
     slots = m.optimizer.get_states(m.get_params())["slots"]
     np.testing.assert_array_equal(slots["fc2.W/v"], read_checkpoint(p).values["optimizer/fc2.W/v"])
 
@@ -184,7 +184,7 @@ def test_a_second_load_replaces_the_held_entries(tmp_path):
     m.load_states(p2)
     m.compile([Tensor((4, 5))], is_train=True)
     assert_states_equal(states_of(src2), states_of(m))
-    assert m.optimizer.step_counter == 3
+    assert m.optimizer.steps == 3
 
 
 class Two(Layer):

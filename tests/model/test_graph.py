@@ -66,7 +66,7 @@ def test_scheduler_and_manual_lr_changes_take_effect_in_replays():
     eager = run(MLP, make, data, use_graph=False, hook=hook)
     graph = run(MLP, make, data, use_graph=True, hook=hook)
     assert_same(eager, graph)
-    assert graph[3].optimizer.step_counter == 8
+    assert graph[3].optimizer.steps == 8
     # the schedule really changed the steps: a constant rate gives other parameters
     const = run(MLP, lambda: opt.SGD(0.5, momentum=0.5), data, use_graph=True)
     assert not np.array_equal(const[2]["w0"], graph[2]["w0"])

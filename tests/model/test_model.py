@@ -106,12 +106,12 @@ def test_changing_optimizer_or_mode_uses_other_traces():
     m.optimizer = opt.Adam(0.01)  # assigned directly, as SINGA's set_optimizer does
     m(x, y)
     assert len(m._graphs) == 3
-    assert m.optimizer.step_counter == 1
+    assert m.optimizer.steps == 1
     m.reset_graph()
     assert len(m._graphs) == 0
     m.graph(False)
     m(x, y)
-    assert len(m._graphs) == 0 and m.optimizer.step_counter == 2
+    assert len(m._graphs) == 0 and m.optimizer.steps == 2
 
 
 def test_non_tensor_arguments_are_part_of_the_signature():

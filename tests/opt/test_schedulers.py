@@ -82,7 +82,7 @@ def test_scheduler_steps_once_per_backward_and_update():
     for _ in range(5):
         lrs.append(o.get_lr())
         quadratic_step(o, p)
-    assert o.step_counter == 5
+    assert o.steps == 5
     np.testing.assert_allclose(lrs, [0.1, 0.1, 0.1, 0.05, 0.05])
     np.testing.assert_allclose(p.to_numpy(), -sum(lrs) * np.array([1.0, 2.0, 3.0]))
 

@@ -101,9 +101,28 @@ def test_base_optimizer_step_and_singa_states():
     o.step()
     assert o.get_states()["step_counter"] == 2
     o.set_states({"step_counter": 5})
-    assert o.step_counter == 5
+    assert o.steps == 5
     with pytest.raises(ValueError, match="step_counter"):
         o.set_states({})
+
+
+def test_step_counter_is_a_float32_tensor_as_in_singa_and_steps_the_int():
+    o = opt.SGD(lr=opt.ExponentialDecay(0.1, 1, 0.5))
+    for _ in range(3):
+        o.step()
+    sc = o.step_counter
+    assert isinstance(sc, Tensor) and sc.shape == (1,) and sc.dtype == np.float32
+    np.testing.assert_array_equal(tensor.to_numpy(sc), [3.0])
+    assert o.steps == 3 and isinstance(o.steps, int)
+    np.testing.assert_allclose(tensor.to_numpy(o.lr_value), [0.1 * 0.5**3], rtol=1e-6)
+    o.step_counter = Tensor((1,)).set_value(7)  # a one-element Tensor or a number sets it
+    assert o.steps == 7 and o.get_lr() == pytest.approx(0.1 * 0.5**7)
+    o.step_counter = 2
+    assert o.steps == 2
+    for bad in (-1, 1.5, [1, 2], float("nan")):
+        with pytest.raises(ValueError, match="step_counter must be one whole number"):
+            o.step_counter = bad
+    assert o.steps == 2  # a refused value changes nothing
 
 
 @pytest.mark.parametrize(
@@ -177,7 +196,7 @@ def test_call_updates_without_stepping():
     sgd = opt.SGD(0.1)
     sgd.call(loss)
     np.testing.assert_allclose(w.to_numpy(), [0.8] * 3, rtol=1e-6)
-    assert sgd.step_counter == 0
+    assert sgd.steps == 0
 
 
 def test_a_scheduler_written_for_singa_defines_call():

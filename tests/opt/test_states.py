@@ -65,7 +65,7 @@ def test_round_trip_resumes_bitwise(make):
         oc.step()
     for n in names_a:
         np.testing.assert_array_equal(names_a[n].to_numpy(), names_c[n].to_numpy())
-    assert oc.step_counter == 6
+    assert oc.steps == 6
 
 
 def test_slot_names_and_copies():

@@ -38,6 +38,12 @@ def test_embedding_with_integer_input():
     assert op_types(m) == ["Gather"]
 
 
+def test_embedding_with_float_indices_casts_them():
+    emb = layer.Embedding(10, 4)
+    m = check_export(emb, lambda b: [(np.arange(b * 3).reshape(b, 3) % 10).astype(np.float32)])
+    assert op_types(m) == ["Cast", "Gather"]
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

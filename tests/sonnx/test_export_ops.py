@@ -6,10 +6,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import warnings
 
 import numpy as np
 import pytest
-from sonnx_helpers import check_export, op_types, rand
+from sonnx_helpers import check_export, op_types, rand, session
 
 import singa.autograd as ag
 from singa import autograd, layer, model, sonnx, tensor
@@ -329,7 +330,7 @@ def test_batch_dependent_constant_is_reported():
         return autograd.add(x, tensor.from_numpy(np.ones(x.shape, np.float32)))
 
     with pytest.raises(sonnx.ExportError, match="depends on the batch size"):
-        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], f)
+        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], f, dynamic_batch=True)
     sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], f, dynamic_batch=False)
 
 
@@ -338,20 +339,40 @@ def test_batch_dependent_attribute_is_reported():
         return autograd.gather(x, 0, list(range(x.shape[0])))
 
     with pytest.raises(sonnx.ExportError, match="Gather: input 1 is a constant that depends on the batch"):
-        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], f)
+        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], f, dynamic_batch=True)
 
     def g(x):
         return autograd.split(x, 0, x.shape[0])[0]
 
     with pytest.raises(sonnx.ExportError, match="different operators at batch sizes 2 and 3"):
-        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], g)
+        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], g, dynamic_batch=True)
 
     def h(x):
         y = autograd.matmul(x, autograd.transpose(x))
         return autograd.reshape(y, (1, 1, x.shape[0], x.shape[0]))
 
     with pytest.raises(sonnx.ExportError, match="several sizes that depend on the batch"):
-        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], h)
+        sonnx.to_onnx([tensor.from_numpy(rand((2, 3)))], h, dynamic_batch=True)
+
+
+def test_default_falls_back_to_a_fixed_batch_with_a_warning():
+    """SINGA's exporter always fixes the batch: by default a computation tied to the
+    batch size is exported with a fixed one, and the warning says why."""
+
+    def f(x):
+        return autograd.reshape(x, (3, 2, 3))
+
+    x = tensor.from_numpy(rand((3, 6)))
+    with pytest.warns(UserWarning, match="does not run at batch size 4.*fixed at 3"):
+        m = sonnx.to_onnx([x], f)
+    assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim] == [3, 2, 3]
+    assert [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim] == [3, 6]
+    (got,) = session(m).run(None, {"input": x.to_numpy()})
+    np.testing.assert_array_equal(got, x.to_numpy().reshape(3, 2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a computation that follows the batch: dynamic, no warning
+        m = sonnx.to_onnx([x], lambda x: autograd.relu(x))
+    assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
 
 
 def test_fixed_batch_computation_says_to_export_a_static_batch():
@@ -360,7 +381,7 @@ def test_fixed_batch_computation_says_to_export_a_static_batch():
 
     x = tensor.from_numpy(rand((3, 6)))
     with pytest.raises(sonnx.ExportError, match="does not run at batch size 4.*dynamic_batch=False"):
-        sonnx.to_onnx([x], f)
+        sonnx.to_onnx([x], f, dynamic_batch=True)
     m = sonnx.to_onnx([x], f, dynamic_batch=False)
     assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim] == [3, 2, 3]
 

@@ -100,6 +100,19 @@ def test_mlp_in_singa_form():
     check_runs(named, m, vectors)
 
 
+def test_operator_arguments_among_the_inputs_are_left_out_as_in_singa():
+    x = tensor.from_numpy(np.array([[-0.9, -0.3], [0.1, 0.5], [0.9, 0.2]], np.float32))
+    y = autograd.clip(x, -0.5, 0.5)
+    proto = sonnx.to_onnx([x, -0.5, 0.5], [y])  # SINGA's tests pass min and max this way
+    assert [i.name for i in proto.graph.input] == ["input"]
+    (got,) = session(proto).run(None, {"input": x.to_numpy()})
+    np.testing.assert_array_equal(got, np.clip(x.to_numpy(), -0.5, 0.5))
+    sonnx.to_onnx([x, (2, 3), [1, 2]], [y])  # shapes too
+    for bad in (np.float32(0.5), "x", True, [0.5, "a"]):
+        with pytest.raises(TypeError, match="inputs must be Tensors"):
+            sonnx.to_onnx([x, bad], [y])
+
+
 def test_input_that_requires_grad_as_in_singa():
     """SINGA's ``tensor.Tensor(shape)`` requires a gradient by default: still a graph input."""
     m = MLP()
@@ -294,7 +307,7 @@ def test_batch_dependent_recording_needs_a_fixed_batch():
     with pytest.raises(
         sonnx.ExportError, match=r"MatMul failed.*at batch size 5 \(recorded at 4\).*dynamic_batch"
     ):
-        sonnx.to_onnx([x], [y])
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
     check_runs(proto, m, images, batches=(4,))
 
@@ -307,12 +320,12 @@ def test_batch_sized_constant_is_named_when_the_batch_changes():
     with pytest.raises(
         sonnx.ExportError, match=r"shape \(3, 4\) whose axis 0 is the batch size 3.*among the inputs"
     ):
-        sonnx.to_onnx([x], [y])
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     sonnx.to_onnx([x], [y], dynamic_batch=False)  # the noise is a constant of the file
     t = tensor.from_numpy((np.arange(3) % 4).astype(np.int64))
     loss = autograd.softmax_cross_entropy(y, t)  # labels: per-example data, no size mismatch to notice
     with pytest.raises(sonnx.ExportError, match=r"shape \(3,\) whose axis 0 is the batch size"):
-        sonnx.to_onnx([x, noise], [loss])
+        sonnx.to_onnx([x, noise], [loss], dynamic_batch=True)
     proto = sonnx.to_onnx([x, noise, t], [y, loss], model=m)
     assert [n.op_type for n in proto.graph.node].count("SoftmaxCrossEntropyLoss") == 1
     proto = sonnx.to_onnx([x, noise], [y])
@@ -451,7 +464,8 @@ def test_batch_one_with_size_one_tensors():
     assert {i.name for i in proto.graph.initializer} == set(m.get_states())
     check_runs(proto, m, images, batches=(1, 4))
     with pytest.raises(sonnx.ExportError, match=r"batch size 1.*shape \(1,\), \(1, 1\).*ambiguous.*>= 2"):
-        sonnx.to_onnx([x], [y])  # without model=: scale and row could be per-example data
+        # without model=: scale and row could be per-example data
+        sonnx.to_onnx([x], [y], dynamic_batch=True)
     proto = sonnx.to_onnx([x], [y], dynamic_batch=False)
     check_runs(proto, m, images, batches=(1,))
     x2 = tensor.from_numpy(images(2)[0])

@@ -21,7 +21,7 @@ def test_tile_exports_and_runs_in_onnxruntime(repeats, rank):
 
     model = check_export(fn, lambda b: [rand((b, 3, 2))])  # two batch sizes, against our output
     nodes = [t for t in op_types(model) if t != "Constant"]
-    assert nodes == (["Reshape", "Tile"] if rank == 4 else ["Tile"])  # a leading axis: Reshape first
+    assert nodes == (["Unsqueeze", "Tile"] if rank == 4 else ["Tile"])  # a leading axis: Unsqueeze first
 
 
 def test_tile_along_the_batch_axis_exports_with_a_fixed_batch():

@@ -32,6 +32,14 @@ def convert_gather(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
     ctx.node("Gather", [ins[0], idx], outs, axis=int(op.axis))
 
 
+def convert_embedding(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Gather(w, x) along axis 0 (float indices cast to int64)."""
+    idx = ins[0]
+    if xs[0].dtype.kind not in "iu":
+        idx = cast_to(ctx, idx, xs[0].dtype, np.int64)
+    ctx.node("Gather", [ins[1], idx], outs, axis=0)
+
+
 def convert_where(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """Where(condition, x, y) (the operator takes x, y, condition)."""
     dt = ys[0].dtype
@@ -193,6 +201,7 @@ def handle_trilu(ctx: NodeContext, xs: list) -> Tensor:
 
 EXPORT = {
     ix.Gather: convert_gather,
+    ix.Embedding: convert_embedding,
     ix.Where: convert_where,
     ix.GetItem: convert_getitem,
     ix.OneHot: convert_onehot,

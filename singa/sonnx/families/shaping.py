@@ -195,8 +195,14 @@ def convert_expand(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list,
 
 
 def convert_tile(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
-    """Tile with the operator's repeats (one per axis, as ONNX wants)."""
-    ctx.node("Tile", [ins[0], ctx.ints(op.repeats, "repeats")], outs)
+    """Tile with the operator's repeats (one per axis, as ONNX wants: an Unsqueeze first
+    adds the leading axes that repeats has beyond the input's)."""
+    x = ins[0]
+    extra_axes = len(op.repeats) - xs[0].ndim
+    if extra_axes > 0:
+        more, attrs = ctx.axes_arg("Unsqueeze", range(extra_axes), since=13)
+        x = ctx.node("Unsqueeze", [x, *more], 1, **attrs)[0]
+    ctx.node("Tile", [x, ctx.ints(op.repeats, "repeats")], outs)
 
 
 # ----- import --------------------------------------------------------------------------------
