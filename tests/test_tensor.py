@@ -131,8 +131,13 @@ def test_comparisons_are_boolean_and_not_differentiated():
     np.testing.assert_array_equal((a == a).to_numpy(), [True, True, True])
     np.testing.assert_array_equal((a != 2).to_numpy(), [True, False, True])
     assert float(Tensor(data=[2.5])) == 2.5
-    with pytest.raises(ValueError, match="ambiguous"):
-        bool(a)
+
+
+def test_a_tensor_is_always_true_as_in_singa():
+    """SINGA code tests ``if labels:`` for "a tensor was given", whatever it holds."""
+    assert bool(Tensor(data=[1.0, 2.0])) and bool(Tensor(data=[0.0])) and bool(Tensor((0,)))
+    labels = Tensor(data=np.zeros((4, 1)))
+    assert (labels if labels else None) is labels
 
 
 def test_to_device_and_host_on_cpu():

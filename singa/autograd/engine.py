@@ -234,8 +234,9 @@ class DonatingUpdate(functools.partial):
 
 def _released(op: Operation) -> RuntimeError:
     return RuntimeError(
-        f"backward through {type(op).__name__} whose graph was already released "
-        "(backward was run on it before)"
+        f"backward through {type(op).__name__} whose graph was already released (an optimizer "
+        "step, or backward(..., retain_graph=False), ran through it before); to walk a graph "
+        "again, run autograd.backward on it (it keeps the graph) before the optimizer step"
     )
 
 
@@ -304,10 +305,10 @@ def _check_recorded(y: Tensor) -> None:
         raise _released(c)
 
 
-def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
+def _run_backward(op: Operation, dys: list, routes: list, dev: Any, release: bool) -> tuple:
     """The gradients of ``op``'s inputs from its outputs' gradients, computing only
-    those with a route (that reach a tensor storing its gradient); releases ``op``'s
-    graph."""
+    those with a route (that reach a tensor storing its gradient); with ``release``
+    drops ``op``'s graph and caches."""
     if all(d is None for d in dys):
         dxs: tuple = (None,) * len(routes)
     else:
@@ -325,8 +326,9 @@ def _run_backward(op: Operation, dys: list, routes: list, dev: Any) -> tuple:
             dev.recorder.record(op.backward, list(dys), dxs, op=op, is_backward=True)
         if len(dxs) < len(routes):  # the trailing inputs (indices, targets) get none
             dxs += (None,) * (len(routes) - len(dxs))
-    op.src = None
-    op.cache = None
+    if release:
+        op.src = None
+        op.cache = None
     return dxs
 
 
@@ -334,8 +336,9 @@ class _Walk:
     """The state of one backward walk: pending output gradients per operator,
     pending leaf gradients, and the remaining consumer counts."""
 
-    def __init__(self, root: Operation, y_index: int, dy: Any, dev: Any):
+    def __init__(self, root: Operation, y_index: int, dy: Any, dev: Any, release: bool):
         self.dev = dev
+        self.release = release
         self.op_deps, self.leaf_deps, self.stored, self.routes = _count_dependencies(root)
         self.grads: dict = {root: [None] * root.n_out}
         self.grads[root][y_index] = dy
@@ -380,7 +383,7 @@ class _Walk:
             if op in self.stored:
                 yield from self.stored_outputs(op, dys)
             routes = self.routes.pop(op)
-            dxs = _run_backward(op, dys, routes, self.dev)
+            dxs = _run_backward(op, dys, routes, self.dev, self.release)
             for r, dx in zip(routes, dxs):
                 if r is None:
                     continue
@@ -393,17 +396,25 @@ class _Walk:
                     self.to_op(creator, idx, dx)
 
 
-def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
+def backward(y: Tensor, dy: Any = None, retain_graph: bool = True) -> Iterator[tuple[Tensor, Tensor]]:
     """Back-propagate from ``y``; yield ``(tensor, gradient)`` for every tensor that
     stores its gradient, once, as soon as all contributions to it are summed.
 
     Args:
         y: the tensor to differentiate (usually a scalar loss).
         dy: the gradient of ``y``; required when ``y`` has more than one element.
+        retain_graph: keep the graph and its backward caches after the walk (the
+            default, as SINGA does: the graph lives as long as ``y`` and its other
+            outputs do, and can be walked again); False releases each operator's graph
+            as the walk passes it, so memory is freed at once and a second walk raises.
+            The optimizers' steps (``opt(loss)``, ``backward_and_update``) walk with
+            False: a step is the last use of its graph.
 
     Only gradients that reach a tensor storing its gradient are computed (an input
     batch requires a gradient by default, as in SINGA, yet none is computed for it).
-    The graph is released as the walk goes, so each graph can be walked once.
+    A second walk computes from what the forward pass recorded: the saved activations,
+    and parameters as they are now where an operator kept the parameter's array itself
+    (an in-place update in between is seen, as in SINGA).
 
     Example::
 
@@ -417,7 +428,7 @@ def backward(y: Tensor, dy: Any = None) -> Iterator[tuple[Tensor, Tensor]]:
     root = y.creator
     if root is None or not root.reaches_stored:
         return
-    yield from _Walk(root, y._index, dy_arr, y.device).run()
+    yield from _Walk(root, y._index, dy_arr, y.device, not retain_graph).run()
 
 
 class Gradients(dict):
@@ -435,10 +446,11 @@ class Gradients(dict):
         return super().get(id(key) if isinstance(key, Tensor) else key, default)
 
 
-def gradients(y: Tensor, dy: Any = None) -> Gradients:
-    """All gradients of ``y`` (see :func:`backward`), keyed by ``id(tensor)`` as in
-    SINGA; the result can be indexed by the tensor too."""
-    return Gradients((id(p), g) for p, g in backward(y, dy))
+def gradients(y: Tensor, dy: Any = None, retain_graph: bool = True) -> Gradients:
+    """All gradients of ``y`` (see :func:`backward`, which keeps the graph unless
+    ``retain_graph`` is False), keyed by ``id(tensor)`` as in SINGA; the result can be
+    indexed by the tensor too."""
+    return Gradients((id(p), g) for p, g in backward(y, dy, retain_graph))
 
 
 def array_module(a: Any) -> Any:

@@ -51,8 +51,10 @@ def gradcheck(
         eps, atol, rtol: finite-difference step and tolerances.
 
     The output is reduced with a fixed random projection, so every output element
-    matters. Raises AssertionError naming the input and the worst element; returns the
-    largest absolute error.
+    matters. The graph is walked twice (backward keeps it, as SINGA's does) and both
+    walks must give the same gradients bit for bit: an operator's backward must not
+    consume what its forward cached. Raises AssertionError naming the input and the
+    worst element; returns the largest absolute error.
     """
     arrays = [np.array(a, order="C") for a in inputs]  # C order: numeric_grad perturbs a flat view
     if wrt is None:
@@ -67,7 +69,8 @@ def gradcheck(
         y = fn(*tensors)
         rng = np.random.default_rng(seed)
         proj = rng.standard_normal(y.shape)
-        analytic = dict(autograd.backward(y, proj.astype(y.dtype)))
+        analytic = {t: g.to_numpy().copy() for t, g in autograd.backward(y, proj.astype(y.dtype))}
+        _check_second_walk(analytic, autograd.backward(y, proj.astype(y.dtype)))
 
         def f() -> float:
             with autograd.no_grad():
@@ -78,7 +81,7 @@ def gradcheck(
         for i in wrt:
             num = numeric_grad(f, arrays[i], eps)
             got = analytic.get(tensors[i])
-            got = np.zeros_like(num) if got is None else got.to_numpy()
+            got = np.zeros_like(num) if got is None else got
             if got.shape != num.shape:
                 raise AssertionError(f"input {i}: gradient shape {got.shape} != input shape {num.shape}")
             err = np.abs(got - num)
@@ -93,3 +96,16 @@ def gradcheck(
         return worst
     finally:
         autograd.training = prev
+
+
+def _check_second_walk(first: dict, second: Any) -> None:
+    """A second backward walk over a kept graph must repeat the first walk's gradients."""
+    again = {t: g.to_numpy() for t, g in second}
+    if again.keys() != first.keys():
+        raise AssertionError("a second backward walk yields gradients for other tensors than the first")
+    for t, g in first.items():
+        if not np.array_equal(g, again[t], equal_nan=True):
+            raise AssertionError(
+                f"a second backward walk gives another gradient for the tensor of shape {g.shape}: "
+                "some backward changed what its forward cached"
+            )

@@ -1,12 +1,13 @@
 """Loss functions. Each returns a tensor of shape (1,) with the input's dtype, as SINGA
 does (so ``tensor.to_numpy(loss)[0]`` is the value).
 
-The class axis is the last one. Class-index targets have shape ``x.shape[:-1]`` and
-any numeric dtype (float labels must hold whole numbers); out-of-range indices raise
-ValueError. Targets never get a gradient: an operator's ``backward(dy=1.0)`` returns
-the gradient of ``x`` alone, as SINGA's loss operators do, so
-``loss.creator.backward()`` is d loss / d x. Floating targets are cast to ``x``'s
-dtype.
+The class axis is the last one. Class-index targets have shape ``x.shape[:-1]`` (or
+``x.shape[:-1] + (1,)`` when there are several classes: SINGA takes a target with one
+element per row as indices, e.g. its char-rnn example's (N, 1) labels) and any numeric
+dtype (float labels must hold whole numbers); out-of-range indices raise ValueError.
+Targets never get a gradient: an operator's ``backward(dy=1.0)`` returns the gradient
+of ``x`` alone, as SINGA's loss operators do, so ``loss.creator.backward()`` is
+d loss / d x. Floating targets are cast to ``x``'s dtype.
 
 "Mean over the batch" divides by the number of rows ``N = x.size // x.shape[-1]``
 (``x.shape[0]`` for the usual (N, C) input).
@@ -29,6 +30,7 @@ __all__ = [
     "binary_cross_entropy",
     "nll_loss",
     "ranking_loss",
+    "is_index_target",
 ]
 
 _LOG_MIN = -100.0  # PyTorch clamps log(p) at -100 in binary_cross_entropy
@@ -37,8 +39,17 @@ _BCE_EPS = 1e-12  # PyTorch's binary_cross_entropy_backward
 
 
 # ----- helpers -------------------------------------------------------------------------
+def is_index_target(x_shape: tuple, t_shape: tuple) -> bool:
+    """Whether a target of shape ``t_shape`` holds class indices for scores of shape
+    ``x_shape`` (class axis last): ``x_shape[:-1]``, or that with a trailing 1 when
+    there are several classes; otherwise it holds labels of x's shape."""
+    rows = tuple(x_shape[:-1])
+    t_shape = tuple(t_shape)
+    return t_shape == rows or (t_shape == rows + (1,) and tuple(x_shape[-1:]) != (1,))
+
+
 def _is_index_target(x, t) -> bool:
-    return t.ndim == x.ndim - 1
+    return is_index_target(x.shape, t.shape)
 
 
 def _rows(x) -> int:
@@ -83,11 +94,13 @@ def _check_class_target(name: str, x: Tensor, t: Tensor, labels: bool = True) ->
     _check_numeric(name, t)
     if x.ndim() < 1:
         raise ValueError(f"{name}: x of shape {x.shape} needs a class axis")
-    if t.shape == x.shape[:-1]:
+    if is_index_target(x.shape, t.shape):
         return
     if labels and t.shape == x.shape:
         return
-    expect = "class indices of shape x.shape[:-1]" + (" or labels of x's shape" if labels else "")
+    expect = "class indices of shape x.shape[:-1] (or with a trailing 1)" + (
+        " or labels of x's shape" if labels else ""
+    )
     raise ShapeError(f"{name}: x of shape {x.shape} and target of shape {t.shape} do not match ({expect})")
 
 

@@ -157,6 +157,19 @@ class Embedding(Layer):
         if self.W.device is not x.device:
             self.W.to_device(x.device)
 
+    def from_pretrained(self, W: Any, freeze: bool = True) -> None:
+        """Copy a table of shape (input_dim, output_dim) (a Tensor or an array, cast to
+        W's dtype) into ``W``, in place; with ``freeze`` W gets no gradient from now on
+        (it stays among the parameters, as in SINGA), without it W trains."""
+        src = W.data if isinstance(W, Tensor) else W
+        shape = tuple(getattr(src, "shape", ()))
+        if shape != self.W.shape:
+            raise ValueError(
+                f"Embedding.from_pretrained: W of shape {shape} does not fit the table {self.W.shape}"
+            )
+        self.W.copy_from(src)
+        self.W.requires_grad = not freeze
+
     def forward(self, x: Tensor) -> Tensor:
         """Rows of ``W`` picked by the integer indices in ``x``: shape x.shape + (output_dim,)."""
         return autograd.embedding(x, self.W)

@@ -206,7 +206,7 @@ class Optimizer:
     def call(self, loss: Tensor) -> None:
         """SINGA's ``call``: back-propagate from ``loss`` and update every parameter,
         without :meth:`step` (``opt(loss)`` does both)."""
-        for p, g in engine.backward(loss):
+        for p, g in engine.backward(loss, retain_graph=False):
             self.update(p, g)
 
     def _apply(self, param: Tensor, p: Any, g: Any, donate: bool = False) -> None:
@@ -257,10 +257,10 @@ class Optimizer:
             self.loss_scaler.backward_and_update(self, loss, dy)
             return
         if self.clip_norm is None:
-            for p, g in engine.backward(loss, dy):
+            for p, g in engine.backward(loss, dy, retain_graph=False):
                 self.update(p, g)
         else:
-            pairs = list(engine.backward(loss, dy))
+            pairs = list(engine.backward(loss, dy, retain_graph=False))
             if pairs:
                 garrs = [g.data for _, g in pairs]
                 clipped = self._clip(*garrs)

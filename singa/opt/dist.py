@@ -306,7 +306,7 @@ class DistOpt:
         of the parameters over the ranks (partitions as in the fused all-reduce, taken
         in turn: after a full cycle every parameter was averaged once)."""
         self._no_scaler("backward_and_partial_update")
-        pairs = list(autograd_engine.backward(loss))
+        pairs = list(autograd_engine.backward(loss, retain_graph=False))
         if not pairs:
             self.opt.step(loss.device)
             return
@@ -323,7 +323,7 @@ class DistOpt:
 
     # ----- the shared path of the all-reduce variants ---------------------------------------------
     def _reduced_update(self, loss: Tensor, threshold: int, reduce: Any, corr: bool = False) -> None:
-        pairs = list(autograd_engine.backward(loss))
+        pairs = list(autograd_engine.backward(loss, retain_graph=False))
         dev = loss.device
         if pairs:
             self._sync_params(dev, [p for p, _ in pairs])

@@ -155,7 +155,7 @@ class LossScaler:
         dev = loss.device
         scale = self.scale_tensor(dev)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is handled below
-            pairs = list(engine.backward(elementwise.mul(loss, scale), dy))
+            pairs = list(engine.backward(elementwise.mul(loss, scale), dy, retain_graph=False))
         if pairs:
             params = [p for p, _ in pairs]
             grads = [g.data for _, g in pairs]

@@ -64,7 +64,9 @@ def test_src_keeps_leaves_but_no_intermediate_value():
     relu = loss.creator.src[0][0]
     assert loss.creator.src[1] == (None, 0, labels)
     assert relu.src == [(h.creator, 0, None)]  # h itself is not kept
-    (g,) = autograd.gradients(loss).values()
+    (g,) = autograd.gradients(loss).values()  # keeps the graph, as SINGA's backward does
+    assert g.shape == (3, 2) and h.creator.src is not None and loss.creator.src is not None
+    (g,) = autograd.gradients(loss, retain_graph=False).values()
     assert g.shape == (3, 2) and h.creator.src is None and loss.creator.src is None
 
 
@@ -112,7 +114,7 @@ def test_graph_is_released_and_memory_does_not_grow():
     w = param(np.ones((8, 8)))
     x = Tensor(data=np.ones((4, 8)), dtype=np.float64, requires_grad=False)
     y = autograd.matmul(x, w)
-    list(autograd.backward(y, dy=np.ones((4, 8))))
+    list(autograd.backward(y, dy=np.ones((4, 8)), retain_graph=False))
     assert y.creator.src is None and y.creator.cache is None
     with pytest.raises(RuntimeError, match="released"):
         list(autograd.backward(y, dy=np.ones((4, 8))))
@@ -261,3 +263,62 @@ def test_dtype_errors_name_the_operator_and_dtypes():
     x = Tensor(data=np.ones((1, 1, 3, 3)), dtype=np.int32)
     with pytest.raises(ValueError, match="conv2d.*floating"):
         autograd.conv2d(x, Tensor(data=np.ones((1, 1, 2, 2)), dtype=np.int32))
+
+
+def _two_layer_loss(w1, w2, x, labels):
+    h = autograd.relu(autograd.matmul(x, w1))
+    return autograd.softmax_cross_entropy(autograd.matmul(h, w2), labels)
+
+
+def _two_layer_setup():
+    rng = np.random.default_rng(3)
+    w1 = param(rng.standard_normal((5, 4)))
+    w2 = param(rng.standard_normal((4, 3)))
+    x = Tensor(data=rng.standard_normal((6, 5)), dtype=np.float64, requires_grad=False)
+    labels = Tensor(data=np.arange(6) % 3, dtype=np.int64, requires_grad=False)
+    return w1, w2, x, labels
+
+
+def test_backward_keeps_the_graph_so_a_second_walk_repeats_the_gradients():
+    """As in SINGA, the graph lives as long as the loss does: backward can walk it again."""
+    w1, w2, x, labels = _two_layer_setup()
+    autograd.training = True
+    loss = _two_layer_loss(w1, w2, x, labels)
+    first = {id(p): g.to_numpy().copy() for p, g in autograd.backward(loss)}
+    second = {id(p): g.to_numpy() for p, g in autograd.backward(loss)}
+    assert first.keys() == second.keys() == {id(w1), id(w2)}
+    for k in first:
+        np.testing.assert_array_equal(first[k], second[k])
+
+
+def test_optimizer_step_after_backward_on_the_same_loss_uses_the_same_gradients():
+    """SINGA's GAN example: autograd.backward(loss), then opt(loss) on that same loss."""
+    from singa import opt
+
+    w1, w2, x, labels = _two_layer_setup()
+    autograd.training = True
+    loss = _two_layer_loss(w1, w2, x, labels)
+    grads = {p: g.to_numpy().copy() for p, g in autograd.backward(loss)}
+    before = {p: p.to_numpy().copy() for p in grads}
+    opt.SGD(lr=0.5)(loss)  # walks the kept graph again, then releases it (a step's last use)
+    for p, g in grads.items():
+        np.testing.assert_allclose(p.to_numpy(), before[p] - 0.5 * g, rtol=1e-12)
+    assert loss.creator.src is None
+    with pytest.raises(RuntimeError, match="released.*optimizer step"):
+        list(autograd.backward(loss))
+
+
+def test_kept_graph_is_freed_with_its_loss():
+    """Keeping the graph costs nothing once the loss and outputs are dropped."""
+    w1, w2, x, labels = _two_layer_setup()
+    autograd.training = True
+    for _ in range(3):  # warm up caches of the allocator and the interpreter
+        list(autograd.backward(_two_layer_loss(w1, w2, x, labels)))
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(500):
+        loss = _two_layer_loss(w1, w2, x, labels)
+        list(autograd.backward(loss))
+    del loss
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50

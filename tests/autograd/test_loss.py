@@ -225,6 +225,34 @@ def test_shape_mismatch_names_op_and_shapes(name):
 
 
 @pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy", "nll_loss"])
+def test_index_target_with_a_trailing_1_is_class_indices(name):
+    """SINGA reads a target with one element per row as class indices (char-rnn's (N, 1))."""
+    fn = getattr(autograd, name)
+    x = _probs((6, 4), 3) if name == "cross_entropy" else np.random.default_rng(3).standard_normal((6, 4))
+    if name == "nll_loss":
+        x = _log_softmax(x)
+    t = np.random.default_rng(4).integers(0, 4, 6)
+    flat = fn(T(x), C(t))
+    column = fn(T(x), C(t.reshape(6, 1)))
+    np.testing.assert_array_equal(column.to_numpy(), flat.to_numpy())
+    g_flat = autograd.gradients(flat)
+    g_col = autograd.gradients(column)
+    np.testing.assert_array_equal(
+        next(iter(g_col.values())).to_numpy(), next(iter(g_flat.values())).to_numpy()
+    )
+    gradcheck(fn, [x, t.reshape(6, 1)], wrt=[0])
+
+
+def test_one_class_column_target_stays_a_label():
+    """With a single class, a target of x's shape (N, 1) is labels, not indices."""
+    x = np.random.default_rng(5).standard_normal((3, 1))
+    got = autograd.softmax_cross_entropy(C(x), C(np.full((3, 1), 0.5)))
+    np.testing.assert_allclose(got.to_numpy()[0], 0.0, atol=1e-15)  # log_softmax of one class is 0
+    assert L.is_index_target((3, 4), (3, 1)) and not L.is_index_target((3, 1), (3, 1))
+    assert L.is_index_target((2, 3, 4), (2, 3)) and not L.is_index_target((2, 3, 4), (2, 1))
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy", "nll_loss"])
 def test_bad_class_indices(name):
     fn = getattr(autograd, name)
     x = C(np.full((3, 4), 0.25))

@@ -104,3 +104,20 @@ def test_embedding_lookup_and_gradcheck():
     assert u.min() >= -1 and u.max() <= 1 and u.std() > 0.5
     with pytest.raises(ValueError, match="initializer"):
         layer.Embedding(2, 2, initializer="xavier")
+
+
+def test_embedding_from_pretrained_copies_and_freezes():
+    emb = layer.Embedding(4, 3)
+    table = np.arange(12, dtype=np.float64).reshape(4, 3)
+    w = emb.W
+    emb.from_pretrained(Tensor(data=table, requires_grad=False))  # float64 cast to W's float32
+    assert emb.W is w and emb.W.dtype == np.float32
+    np.testing.assert_array_equal(emb.W.to_numpy(), table)
+    idx = Tensor(data=np.array([[0, 3], [3, 3]], np.int64), dtype=np.int64, requires_grad=False)
+    assert not emb(idx).requires_grad  # frozen: no gradient reaches W
+    assert "W" in emb.get_params()  # still a parameter, as in SINGA
+    emb.from_pretrained(table * 2, freeze=False)  # an array works too; unfrozen it trains
+    grads = autograd.gradients(autograd.sum(emb(idx)))
+    np.testing.assert_array_equal(grads[emb.W].to_numpy()[:, 0], [1, 0, 0, 3])
+    with pytest.raises(ValueError, match=r"from_pretrained: W of shape \(3, 3\) does not fit"):
+        emb.from_pretrained(np.zeros((3, 3)))

@@ -274,6 +274,19 @@ def test_index_labels_with_class_axis_last_on_3d_scores():
     )
 
 
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy", "nll_loss"])
+def test_column_of_class_indices_exports(name):
+    """(N, 1) class indices (SINGA's char-rnn labels) export with the column squeezed."""
+    head = {"softmax_cross_entropy": logits, "cross_entropy": lambda x: autograd.softmax(logits(x))}
+    head["nll_loss"] = lambda x: autograd.log_softmax(logits(x), -1)
+    fn = getattr(autograd, name)
+    check_export(
+        lambda x, t: fn(head[name](x), t),
+        lambda b: [rand((b, 6)), (np.arange(b) % 4).astype(np.int32).reshape(b, 1)],
+        tol=1e-5,
+    )
+
+
 # ----- options and errors ----------------------------------------------------------------------------------
 def test_static_batch_and_names():
     m = check_export(

@@ -262,7 +262,9 @@ def test_graph_released_or_parameters_changed_is_a_clear_error():
     m.set_optimizer(opt.SGD(lr=0.1))
     x = tensor.from_numpy(vectors(3)[0])
     y = m.forward(x)
-    autograd.gradients(autograd.sum(y))
+    autograd.gradients(autograd.sum(y))  # keeps the graph, as SINGA's backward does
+    assert len(sonnx.to_onnx([x], [y]).graph.node) > 0
+    autograd.gradients(autograd.sum(y), retain_graph=False)
     with pytest.raises(sonnx.ExportError, match="released.*export before calling backward"):
         sonnx.to_onnx([x], [y])
     t = tensor.from_numpy(np.arange(3, dtype=np.int64) % 4)

@@ -28,8 +28,8 @@ def convert_softmax_cross_entropy(
     labels: -mean over samples of sum(t * LogSoftmax(x)) along the last axis."""
     x, t = ins
     r = xs[0].ndim
-    if xs[1].ndim == r - 1:  # class indices
-        labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+    if loss.is_index_target(xs[0].shape, xs[1].shape):
+        labels = _index_labels(ctx, t, xs)
         scalar = ctx.node(
             "SoftmaxCrossEntropyLoss", [_classes_to_axis1(ctx, x, r), labels], 1, reduction="mean"
         )[0]
@@ -38,6 +38,16 @@ def convert_softmax_cross_entropy(
         prod = ctx.node("Mul", [cast_to(ctx, t, xs[1].dtype, xs[0].dtype), logp], 1)[0]
         scalar = _mean_of_row_sums(ctx, prod, r)
     _to_shape1(ctx, scalar, outs)
+
+
+def _index_labels(ctx: ExportContext, t: str, xs: list) -> str:
+    """Class indices as int64 of shape x.shape[:-1] (a trailing 1 squeezed away)."""
+    labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+    r = xs[0].ndim
+    if xs[1].ndim == r - 1:
+        return labels
+    extra, attrs = ctx.axes_arg("Squeeze", [r - 1], since=13)
+    return ctx.node("Squeeze", [labels] + extra, 1, **attrs)[0]
 
 
 def _classes_to_axis1(ctx: ExportContext, x: str, r: int) -> str:
@@ -68,8 +78,8 @@ def convert_cross_entropy(ctx: ExportContext, op: Any, ins: list, outs: list, xs
     y, t = ins
     r = xs[0].ndim
     logy = _clamped_log(ctx, y, xs[0].dtype)
-    if xs[1].ndim == r - 1:
-        labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+    if loss.is_index_target(xs[0].shape, xs[1].shape):
+        labels = _index_labels(ctx, t, xs)
         scalar = ctx.node("NegativeLogLikelihoodLoss", [_classes_to_axis1(ctx, logy, r), labels], 1)[0]
     else:
         prod = ctx.node("Mul", [cast_to(ctx, t, xs[1].dtype, xs[0].dtype), logy], 1)[0]
@@ -80,7 +90,7 @@ def convert_cross_entropy(ctx: ExportContext, op: Any, ins: list, outs: list, xs
 def convert_nll_loss(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """NegativeLogLikelihoodLoss (mean) with the classes moved to axis 1."""
     x, t = ins
-    labels = cast_to(ctx, t, xs[1].dtype, np.int64)
+    labels = _index_labels(ctx, t, xs)
     scalar = ctx.node("NegativeLogLikelihoodLoss", [_classes_to_axis1(ctx, x, xs[0].ndim), labels], 1)[0]
     _to_shape1(ctx, scalar, outs)
 
