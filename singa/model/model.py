@@ -181,7 +181,7 @@ class Model(Layer):
         evaluation replays fold each BatchNorm into the convolution or linear layer
         before it (see :mod:`singa.model.inference`). Folded results match eager
         evaluation to float32 rounding, not bitwise; the folded weights are rebuilt
-        after ``train()``, an optimizer step, ``set_states``/``set_params`` and
+        after ``train()``, an optimizer step (its ``steps``), ``set_states``/``set_params`` and
         ``load_states``. After changing a parameter's values any other way
         (``copy_from``, writing into ``tensor.data``) call :meth:`reset_graph`."""
         self.graph_mode = bool(mode)
@@ -216,7 +216,7 @@ class Model(Layer):
     def _stamp(self) -> tuple:
         """What a folded evaluation graph was built from: the states' version and the
         optimizer's step."""
-        return (self._states_version, id(self.optimizer), getattr(self.optimizer, "step_counter", None))
+        return (self._states_version, id(self.optimizer), getattr(self.optimizer, "steps", None))
 
     # ----- calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
