@@ -46,8 +46,11 @@ __all__ = ["conv2d"]
 # kernel-major column layout
 _KMAJOR_MAX_C = 4
 # ungrouped convolutions make and multiply their columns in slices of about this
-# many bytes, which stay in the CPU's cache between the copy and the product
-_CHUNK_BYTES = 8 << 20
+# many bytes, which stay in the CPU's cache between the copy and the product. The
+# products of few-channel layers (16-64 outputs per column row) are memory-bound:
+# ResNet-20's training step (batch 64, one BLAS thread) took 794 ms of CPU with 8 MB
+# slices against 567-577 ms with 1-2 MB ones (minima, interleaved; bench/README.md)
+_CHUNK_BYTES = 2 << 20
 
 
 class Conv2d(Operation):
