@@ -47,10 +47,14 @@ __all__ = ["conv2d"]
 _KMAJOR_MAX_C = 4
 # ungrouped convolutions make and multiply their columns in slices of about this
 # many bytes, which stay in the CPU's cache between the copy and the product. The
-# products of few-channel layers (16-64 outputs per column row) are memory-bound:
-# ResNet-20's training step (batch 64, one BLAS thread) took 794 ms of CPU with 8 MB
-# slices against 567-577 ms with 1-2 MB ones (minima, interleaved; bench/README.md)
-_CHUNK_BYTES = 2 << 20
+# products of few-channel layers (at most _SKINNY_MAX_O outputs per column row) are
+# memory-bound and take smaller slices: ResNet-20's training step (16-64 channels,
+# batch 64, one BLAS thread) took 794 ms of CPU with 8 MB slices against 567-577 ms
+# with 1-2 MB ones, while AlexNet's and ResNet-18's (64-512 channels) were 5% slower
+# with 2 MB slices (minima, interleaved; bench/README.md)
+_CHUNK_BYTES = 8 << 20
+_SKINNY_CHUNK_BYTES = 2 << 20
+_SKINNY_MAX_O = 64
 
 
 class Conv2d(Operation):
@@ -109,7 +113,7 @@ class Conv2d(Operation):
             xh = x.transpose(0, 2, 3, 1)
             wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
             rows = oh * ow
-            for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads):
+            for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
                 xp.matmul(cb, wk, out=y2[i0 * rows : i1 * rows])
             if b is not None:
                 y2 += b.astype(y2.dtype, copy=False)
@@ -193,7 +197,8 @@ class Conv2d(Operation):
         dx2 = dxh.reshape(n * h * w, c)
         g = None if x is None else xp.zeros((c, kh * kw * o), dy.dtype)
         xh = None if x is None else x.transpose(0, 2, 3, 1)
-        for i0, i1, cb in _column_chunks(xp, dy.transpose(0, 2, 3, 1), (kh, kw, 1, 1, dh, dw, h, w), pads):
+        dyh = dy.transpose(0, 2, 3, 1)
+        for i0, i1, cb in _column_chunks(xp, dyh, (kh, kw, 1, 1, dh, dw, h, w), pads, min(c, o)):
             xp.matmul(cb, wf, out=dx2[i0 * h * w : i1 * h * w])
             if g is not None:  # free view of x when its memory is NHWC
                 g += xh[i0:i1].reshape((i1 - i0) * h * w, c).T @ cb
@@ -243,7 +248,8 @@ class Conv2d(Operation):
                 if g == 1:  # cols is the input x: make the columns again
                     dwk = xp.zeros((o, kg), dy.dtype)  # (O, kh*kw*C)
                     rows = oh * ow
-                    for i0, i1, cb in _column_chunks(xp, cols.transpose(0, 2, 3, 1), geo, self.pads):
+                    xh = cols.transpose(0, 2, 3, 1)
+                    for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
                         dwk += dyh[i0 * rows : i1 * rows].T @ cb
                 else:
                     dwk = xp.matmul(
@@ -286,12 +292,13 @@ class Conv2d(Operation):
 
 
 def _column_chunks(
-    xp: Any, xh: Any, geo: tuple, pads: tuple = (0, 0, 0, 0)
+    xp: Any, xh: Any, geo: tuple, pads: tuple = (0, 0, 0, 0), width: int = 0
 ) -> Iterator[tuple[int, int, Any]]:
     """Yield ``(i0, i1, cols)``: the columns (rows (i1-i0)*OH*OW, kh*kw*C) of the
     windows of samples ``i0:i1`` of ``xh`` (N, H, W, C, any strides) zero-padded by
     ``pads`` (top, left, bottom, right), for batch slices of about ``_CHUNK_BYTES`` of
-    columns (the whole batch on a GPU). Each slice is padded into a small reused
+    columns (the whole batch on a GPU; ``_SKINNY_CHUNK_BYTES`` when the products that
+    use them have ``width`` <= ``_SKINNY_MAX_O`` output columns). Each slice is padded into a small reused
     buffer, so no padded copy of the whole input is made (the cached padded inputs were
     most of a ResNet's peak memory above its activations). The columns live in one
     reused buffer: use each before taking the next."""
@@ -299,7 +306,8 @@ def _column_chunks(
     n, h, w, c = xh.shape
     t, l, b, r = pads
     per_sample = oh * ow * kh * kw * c
-    step = n if xp is not np else max(1, min(n, _CHUNK_BYTES // (per_sample * xh.itemsize)))
+    budget = _SKINNY_CHUNK_BYTES if 0 < width <= _SKINNY_MAX_O else _CHUNK_BYTES
+    step = n if xp is not np else max(1, min(n, budget // (per_sample * xh.itemsize)))
     buf = scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
     padded = None if t == l == b == r == 0 else scratch(xp, (step, h + t + b, w + l + r, c), xh.dtype)
     for i0 in range(0, n, step):

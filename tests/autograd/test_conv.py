@@ -333,6 +333,7 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
     _, _, _, stride, padding, dilation, groups = cfg
     per_sample = x[0].size * w.shape[2] * w.shape[3] * 8  # about a sample's columns in bytes
     monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(conv_module, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
     y = autograd.conv2d(T(x, False), T(w), None if b is None else T(b), stride, padding, dilation, groups)
     expect = ref_conv2d(x, w, b, stride, pads_of(padding), dilation, groups)
     np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12, atol=1e-12)
