@@ -1,8 +1,28 @@
-"""Shared pieces of the benchmark scripts (run as ``python bench/<script>.py``)."""
+"""Shared pieces of the benchmark scripts (run as ``python bench/<script>.py``).
+
+The measuring method (``../shared/perf-notes.md``): every library runs BLOCKS of steps,
+the blocks of the different libraries and modes alternate over several repetitions, and
+a short pause separates two blocks, so that one library's spinning thread pool does not
+steal the cores from the next. Times are quoted as medians and minima over all timed
+steps, with the CPU time per step and the machine's load before and after.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Step = Callable[[], object]
+
+#: environment variables that fix the thread count of numpy's BLAS and of PyTorch
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def mallopt() -> bool:
@@ -14,6 +34,14 @@ def mallopt() -> bool:
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
     return libc.mallopt(m_trim_threshold, 1 << 30) == 1 and libc.mallopt(m_mmap_threshold, 1 << 30) == 1
+
+
+def malloc_note(used_mallopt: bool) -> str:
+    """How glibc malloc is tuned in this process, for a benchmark's header."""
+    if used_mallopt:
+        return "ON (mallopt)"
+    env = [v for v in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_") if v in os.environ]
+    return f"environment {', '.join(env)}" if env else "OFF (glibc defaults)"
 
 
 def load_torch(threads: int, skip: bool) -> str | None:
@@ -28,3 +56,109 @@ def load_torch(threads: int, skip: bool) -> str | None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     return torch.__version__
+
+
+def uptime() -> str:
+    """The ``uptime`` line (load averages), or the load averages alone without it."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: " + ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """A copy of the environment with every BLAS/OpenMP thread variable set to ``threads``
+    (they must be set before numpy or torch is imported: use it for a subprocess)."""
+    env = dict(os.environ)
+    for var in THREAD_VARS:
+        env[var] = str(threads)
+    return env
+
+
+@dataclass
+class Timing:
+    """Wall and CPU seconds of single timed steps, and the first (untimed-warm-up) step."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    first: float | None = None
+
+    @property
+    def median(self) -> float:
+        """Median wall seconds per step."""
+        return statistics.median(self.wall)
+
+    @property
+    def minimum(self) -> float:
+        """Minimum wall seconds per step."""
+        return min(self.wall)
+
+    @property
+    def cpu_median(self) -> float:
+        """Median CPU seconds (all threads of the process) per step."""
+        return statistics.median(self.cpu)
+
+
+def time_block(step: Step, steps: int, into: Timing) -> None:
+    """Time ``steps`` single calls of ``step``: wall and process CPU time of each."""
+    for _ in range(steps):
+        w0, c0 = time.perf_counter(), time.process_time()
+        step()
+        into.cpu.append(time.process_time() - c0)
+        into.wall.append(time.perf_counter() - w0)
+
+
+def first_step(step: Step) -> float:
+    """Run ``step`` once (graph tracing, torch.compile's compilation); its wall seconds."""
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
+
+
+def run_blocks(
+    steps: dict,
+    reps: int,
+    block: Callable[[object], int] | int,
+    warmup: int = 1,
+    pause: float = 0.3,
+    timings: dict | None = None,
+) -> dict:
+    """The blocks method: ``reps`` rounds; in each, for every key of ``steps`` in turn,
+    sleep ``pause`` seconds, run ``warmup`` untimed steps, then time a block of
+    ``block`` (or ``block(key)``) single steps. Returns key -> :class:`Timing`
+    (``timings`` may hold the first-step times already)."""
+    out = timings if timings is not None else {}
+    for key in steps:
+        out.setdefault(key, Timing())
+    for _ in range(reps):
+        for key, step in steps.items():
+            time.sleep(pause)
+            for _ in range(warmup):
+                step()
+            time_block(step, block(key) if callable(block) else block, out[key])
+    return out
+
+
+#: ``sh -c`` runs the command as a non-final command, so the shell forks a new process for it
+_SHELL_FORK = '"$0" "$@"; exit $?'
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict:
+    """Run ``python argv...`` and parse the JSON object its last stdout line holds;
+    raises RuntimeError with its stderr tail when it fails.
+
+    The child is started through ``/bin/sh``, which forks it: Linux carries a process's
+    peak RSS across fork and exec, so a child forked straight from this (maybe large)
+    process would report this process's peak as its own ``ru_maxrss``."""
+    cmd = ["/bin/sh", "-c", _SHELL_FORK, sys.executable, *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise RuntimeError(f"{' '.join(argv)} failed (exit {proc.returncode}):\n{tail}")
+    return json.loads(lines[-1])
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds with two decimals, or '-'."""
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"

@@ -1,199 +1,119 @@
-"""Graph-mode benchmark: Model API training steps, eager vs graph (sequential and
-scheduled replay) vs PyTorch CPU, with peak memory.
+"""Graph-mode benchmark: Model API training steps of the zoo's networks, eager and
+graph replay, side by side with the same networks in PyTorch (eager and, with
+``--torch-compile``, ``torch.compile``), plus peak memory.
 
-One step = ``model(tx, ty)`` on a Model subclass built from singa.layer layers
-(forward, softmax cross-entropy, backward, SGD momentum update); PyTorch runs the same
-architecture with the same optimizer. All (model, mode) pairs are interleaved over
-many short repetitions (default 12 x 6 steps), so that a burst of load from other
-jobs on a shared machine falls on every mode alike; each repetition warms up, then
-times ``--steps`` single steps. Times are the median and minimum over all timed
-steps; ratios are medians divided by PyTorch's median.
+One step = ``model(tx, ty)`` on a ``singa.zoo`` model (forward, softmax cross-entropy,
+backward, SGD momentum 0.9 update) on a fixed random batch; PyTorch runs the same
+layers (parameter counts are printed and checked) with ``torch.optim.SGD``.
 
-Peak memory is measured separately (not timed) with tracemalloc, which numpy reports
-its allocations to: the peak of traced memory during one steady-state step, as the
-increase over the memory held at the start of the step ("step peak") and in total
-("total peak": parameters, optimizer state, the operators' buffer pool and the
-step's own arrays). PyTorch's allocator is not visible to tracemalloc, so it has no
-memory column.
+Method (``../shared/perf-notes.md``): after one untimed first step per (model, mode)
+(its time is reported: graph tracing, torch.compile's compilation), ``--reps`` rounds;
+in each, every (model, mode) in turn pauses ``--pause`` seconds, runs ``--warmup``
+untimed steps and times a block of single steps. Medians and minima are over all timed
+steps; "CPU" is the median process CPU time per step (both threads). Ratios divide our
+median by PyTorch eager's, by torch.compile's, and by the better of the two.
+
+Peak memory: tracemalloc's step peak and total peak of our steps (``--no-memory`` skips
+it); ``--rss`` instead starts a fresh process per library that trains ResNet-20 for a
+few steps and reports its peak RSS (``ru_maxrss``: the peak comes before the first
+step ends, so it cannot be measured in a process that ran anything before).
 
 Usage::
 
-    python bench/bench_graph.py                        # mlp, cnn, resnet; batch 64
-    python bench/bench_graph.py --models cnn --reps 5
-    python bench/bench_graph.py --mallopt              # glibc keeps freed memory
+    python bench/bench_graph.py                              # all models, eager + graph + torch
+    python bench/bench_graph.py --torch-compile              # add torch.compile rows
+    python bench/bench_graph.py --models cnn,resnet20 --reps 5 --no-memory
+    python bench/bench_graph.py --rss                        # peak RSS, ResNet-20, per library
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import platform
-import statistics
 import sys
-import time
 import tracemalloc
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
-from _harness import load_torch, mallopt  # noqa: E402
+from _harness import (  # noqa: E402
+    Step,
+    Timing,
+    first_step,
+    load_torch,
+    malloc_note,
+    mallopt,
+    ms,
+    run_blocks,
+    run_child,
+    uptime,
+)
 
-from singa import device, layer, model, opt, tensor  # noqa: E402
-
-Step = Callable[[], object]
-MODES = ("eager", "graph-seq", "graph")
-
-
-# ----- singa models (Model API) ------------------------------------------------------------
-class _Trainer(model.Model):
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = self.loss(out, y)
-        self.optimizer(loss)
-        return out, loss
-
-
-class MLP(_Trainer):
-    """MLP 784-100-10, ReLU."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = layer.Linear(100)
-        self.relu = layer.ReLU()
-        self.fc2 = layer.Linear(10)
-        self.loss = layer.SoftMaxCrossEntropy()
-
-    def forward(self, x):
-        return self.fc2(self.relu(self.fc1(x)))
+SINGA_MODES = ("eager", "graph-seq", "graph")
+TORCH_MODES = ("torch", "torch-compile")
 
 
-class CNN(_Trainer):
-    """MNIST CNN: conv5x5 1->32, ReLU, maxpool 2, conv5x5 32->64, ReLU, maxpool 2,
-    flatten, linear 1024->500, ReLU, linear 500->10."""
+@dataclass(frozen=True)
+class Spec:
+    """A benchmarked network: description, zoo name, sample shape, default batch and
+    default timed steps per block (fewer for the heavy ones)."""
 
-    def __init__(self):
-        super().__init__()
-        self.conv1 = layer.Conv2d(32, 5)
-        self.conv2 = layer.Conv2d(64, 5)
-        self.pool = layer.MaxPool2d(2, 2)
-        self.relu = layer.ReLU()
-        self.flatten = layer.Flatten()
-        self.fc1 = layer.Linear(500)
-        self.fc2 = layer.Linear(10)
-        self.loss = layer.SoftMaxCrossEntropy()
-
-    def forward(self, x):
-        y = self.pool(self.relu(self.conv1(x)))
-        y = self.pool(self.relu(self.conv2(y)))
-        return self.fc2(self.relu(self.fc1(self.flatten(y))))
+    desc: str
+    zoo_name: str
+    shape: tuple
+    batch: int = 64
+    steps: int = 6
 
 
-class BasicBlock(layer.Layer):
-    """conv3x3-BN-ReLU-conv3x3-BN plus the input (1x1 conv + BN when the shape
-    changes), ReLU."""
-
-    def __init__(self, cin, cout, stride=1):
-        super().__init__()
-        self.conv1 = layer.Conv2d(cout, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = layer.BatchNorm2d()
-        self.conv2 = layer.Conv2d(cout, 3, padding=1, bias=False)
-        self.bn2 = layer.BatchNorm2d()
-        self.relu = layer.ReLU()
-        self.add = layer.Add()
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = layer.Conv2d(cout, 1, stride=stride, bias=False)
-            self.down_bn = layer.BatchNorm2d()
-
-    def forward(self, x):
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        skip = x if self.down is None else self.down_bn(self.down(x))
-        return self.relu(self.add(y, skip))
-
-
-class ResNet(_Trainer):
-    """ResNet-8-style CIFAR net: conv3x3 16 + BN + ReLU, BasicBlocks 16, 32/2, 64/2,
-    global average pool, linear 64->10."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = layer.Conv2d(16, 3, padding=1, bias=False)
-        self.bn = layer.BatchNorm2d()
-        self.relu = layer.ReLU()
-        self.blocks = [BasicBlock(16, 16), BasicBlock(16, 32, 2), BasicBlock(32, 64, 2)]
-        self.gap = layer.GlobalAvgPool2d()
-        self.flatten = layer.Flatten()
-        self.fc = layer.Linear(10)
-        self.loss = layer.SoftMaxCrossEntropy()
-
-    def forward(self, x):
-        y = self.relu(self.bn(self.conv(x)))
-        for b in self.blocks:
-            y = b(y)
-        return self.fc(self.flatten(self.gap(y)))
-
-
-# ----- torch models ----------------------------------------------------------------------
-def torch_model(name: str):
-    from torch import nn
-
-    if name == "mlp":
-        return nn.Sequential(nn.Linear(784, 100), nn.ReLU(), nn.Linear(100, 10))
-    if name == "cnn":
-        return nn.Sequential(
-            nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(1024, 500), nn.ReLU(), nn.Linear(500, 10),
-        )  # fmt: skip
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride=1):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.down = None
-            if stride != 1 or cin != cout:
-                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
-            return (y + (x if self.down is None else self.down(x))).relu()
-
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
-        Block(16, 16), Block(16, 32, 2), Block(32, 64, 2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
-    )  # fmt: skip
-
-
-#: name -> (description, singa Model class, input shape)
 MODELS = {
-    "mlp": ("MLP 784-100-10", MLP, (784,)),
-    "cnn": ("MNIST CNN", CNN, (1, 28, 28)),
-    "resnet": ("ResNet-8 CIFAR", ResNet, (3, 32, 32)),
+    "mlp": Spec("MLP 784-100-10", "mlp", (784,), steps=20),
+    "cnn": Spec("MNIST CNN", "cnn", (1, 28, 28), steps=6),
+    "resnet8": Spec("ResNet-8 CIFAR", "resnet8", (3, 32, 32), steps=4),
+    "resnet20": Spec("ResNet-20 CIFAR", "resnet20", (3, 32, 32), steps=3),
+    "alexnet": Spec("AlexNet 32x32", "alexnet", (3, 32, 32), steps=2),
+    "resnet18": Spec("ResNet-18 32x32", "resnet18", (3, 32, 32), batch=32, steps=2),
 }
+ALIASES = {"resnet": "resnet8"}
 
 
-def _batch(batch: int, shape: tuple, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+# ----- steps -----------------------------------------------------------------------------
+def batch_arrays(batch: int, shape: tuple, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed random float32 batch and int labels in 0..9."""
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((batch, *shape)).astype(np.float32), rng.integers(0, 10, batch)
+    return rng.standard_normal((batch, *shape)).astype(np.float32), rng.integers(0, 10, batch).astype(
+        np.int32
+    )
 
 
-def singa_step(name: str, mode: str, batch: int) -> tuple[Step, model.Model]:
-    """A zero-argument training step of model ``name`` in ``mode`` (see MODES)."""
-    _, cls, shape = MODELS[name]
+def singa_model(name: str):
+    """A fresh zoo model for ``name`` (seed 0), with SGD momentum 0.9, not compiled."""
+    from singa import device, opt, zoo
+
+    spec = MODELS[name]
     device.get_default_device().set_rand_seed(0)
-    m = cls()
+    image = spec.shape[1:] if len(spec.shape) == 3 else None
+    m = zoo.create(
+        spec.zoo_name, num_classes=10, num_channels=spec.shape[0] if image else 1, image_size=image
+    )
     m.set_optimizer(opt.SGD(0.01, momentum=0.9))
-    x, y = _batch(batch, shape)
-    tx = tensor.Tensor((batch, *shape), requires_grad=False)
+    return m
+
+
+def singa_step(name: str, mode: str, batch: int) -> tuple[Step, object]:
+    """A zero-argument training step of model ``name`` in ``mode`` (see SINGA_MODES)."""
+    from singa import tensor
+
+    spec = MODELS[name]
+    m = singa_model(name)
+    x, y = batch_arrays(batch, spec.shape)
+    tx = tensor.Tensor((batch, *spec.shape), requires_grad=False)
     ty = tensor.Tensor((batch,), dtype=tensor.int32, requires_grad=False)
     m.compile([tx], is_train=True, use_graph=mode != "eager", sequential=mode == "graph-seq")
     tx.copy_from_numpy(x)
@@ -201,50 +121,45 @@ def singa_step(name: str, mode: str, batch: int) -> tuple[Step, model.Model]:
     return (lambda: m(tx, ty)), m
 
 
-def torch_step(name: str, batch: int) -> Step:
+def singa_params(m) -> int:
+    """Trainable parameter values of a compiled singa model."""
+    return sum(t.size() for t in m.get_params().values())
+
+
+def torch_step(name: str, batch: int, compiled: bool) -> tuple[Step, int]:
+    """A zero-argument PyTorch training step of ``name`` (``torch.compile`` of the
+    network when ``compiled``) and the network's parameter count."""
     import torch
+    from _torch_models import build, count_params
 
     torch.manual_seed(0)
-    net = torch_model(name)
-    x, y = _batch(batch, MODELS[name][2])
-    xt, yt = torch.tensor(x), torch.tensor(y)
+    net = build(MODELS[name].zoo_name)
+    fwd = torch.compile(net) if compiled else net
+    x, y = batch_arrays(batch, MODELS[name].shape)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y).long()
     sgd = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step() -> None:
         sgd.zero_grad(set_to_none=True)
-        loss = loss_fn(net(xt), yt)
-        loss.backward()
+        loss_fn(fwd(xt), yt).backward()
         sgd.step()
 
-    return step
+    return step, count_params(net)
 
 
-# ----- measuring ---------------------------------------------------------------------------
-def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
-    """Wall times of ``steps`` calls after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        step()
-    out = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
+# ----- tracemalloc peak --------------------------------------------------------------------
 def peak_memory(name: str, mode: str, batch: int, warmup: int = 3, steps: int = 3) -> tuple[float, float]:
-    """(step peak, total peak) in MiB of a steady-state step; see the module docstring.
-    The operators' buffer pool is emptied first, so that every mode builds its own."""
-    try:
-        from singa.autograd.buffers import clear_scratch
-    except ImportError:  # an older tree (before/after comparisons): the pool lived in _im2col
-        from singa.autograd._im2col import clear_scratch
+    """(step peak, total peak) in MiB of a steady-state step, traced by tracemalloc: the
+    most a step allocates above what is live before it, and in total. The operators'
+    buffer pool is emptied first, so that every mode builds its own."""
+    from singa.autograd.buffers import clear_scratch
+
     clear_scratch()
     gc.collect()
     tracemalloc.start()
     try:
-        step, m = singa_step(name, mode, batch)
+        step, _ = singa_step(name, mode, batch)
         for _ in range(warmup):
             step()
         gc.collect()
@@ -261,66 +176,219 @@ def peak_memory(name: str, mode: str, batch: int, warmup: int = 3, steps: int = 
     return min(step_peaks) / 2**20, min(total_peaks) / 2**20
 
 
-def main(argv: list[str] | None = None) -> int:
+# ----- the timing run ------------------------------------------------------------------------
+def build_steps(names: list[str], modes: list[str], batches: dict, compile_: bool, torch_ok: bool) -> tuple:
+    """The steps to time, their first-step times and the parameter counts; a
+    torch.compile that fails is reported and left out."""
+    steps: dict[tuple[str, str], Step] = {}
+    timings: dict[tuple[str, str], Timing] = {}
+    params: dict[str, dict[str, int]] = {}
+    for name in names:
+        b = batches[name]
+        for mode in modes:
+            step, m = singa_step(name, mode, b)
+            timings[(name, mode)] = Timing(first=first_step(step))
+            params.setdefault(name, {})["singa"] = singa_params(m)
+            steps[(name, mode)] = step
+        if not torch_ok:
+            continue
+        for mode, compiled in (("torch", False), ("torch-compile", True)):
+            if compiled and not compile_:
+                continue
+            step, n = torch_step(name, b, compiled)
+            try:
+                first = first_step(step)
+            except Exception as e:  # torch.compile needs a C++ toolchain; any failure skips the row
+                print(f"torch.compile of {name} failed, row skipped: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            params[name]["torch"] = n
+            timings[(name, mode)] = Timing(first=first)
+            steps[(name, mode)] = step
+    return steps, timings, params
+
+
+def ratio(a: float, b: float | None) -> str:
+    """a / b as '1.23x', or '-'."""
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def count(n: int | None) -> str:
+    """A count with thousands separators, or '-'."""
+    return "-" if n is None else f"{n:,}"
+
+
+def print_params(names: list[str], params: dict) -> None:
+    """The parameter counts of ours and PyTorch's networks, side by side."""
+    print("| model | parameters (singa) | parameters (torch) | match |")
+    print("|---|---:|---:|---|")
+    for name in names:
+        p = params.get(name, {})
+        ours, theirs = p.get("singa"), p.get("torch")
+        match = "-" if theirs is None or ours is None else ("yes" if ours == theirs else "NO: MISMATCH")
+        print(f"| {MODELS[name].desc} | {count(ours)} | {count(theirs)} | {match} |")
+    print()
+
+
+def print_table(names: list[str], modes: list[str], batches: dict, timings: dict, memory: dict) -> None:
+    """The step-time table (markdown)."""
+    print(
+        "| model | batch | mode | first step s | median ms | min ms | CPU ms | vs torch | "
+        "vs torch.compile | vs best torch | step peak MiB | total peak MiB |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        eager = timings.get((name, "torch"))
+        comp = timings.get((name, "torch-compile"))
+        t_eager = eager.median if eager and eager.wall else None
+        t_comp = comp.median if comp and comp.wall else None
+        best = min((t for t in (t_eager, t_comp) if t), default=None)
+        for mode in (*modes, *TORCH_MODES):
+            t = timings.get((name, mode))
+            if t is None or not t.wall:
+                continue
+            mine = mode in SINGA_MODES
+            cols = (
+                [ratio(t.median, t_eager), ratio(t.median, t_comp), ratio(t.median, best)]
+                if mine
+                else ["-"] * 3
+            )
+            mem = memory.get((name, mode))
+            memcols = [f"{mem[0]:.2f}", f"{mem[1]:.2f}"] if mem else ["-", "-"]
+            print(
+                f"| {MODELS[name].desc} | {batches[name]} | {mode} | {t.first:.2f} | {ms(t.median)} | "
+                f"{ms(t.minimum)} | {ms(t.cpu_median)} | " + " | ".join(cols + memcols) + " |"
+            )
+
+
+# ----- peak RSS in fresh processes ----------------------------------------------------------------
+def rss_run(args: argparse.Namespace, torch_ok: bool) -> int:
+    """Peak RSS of ``--rss-steps`` training steps of ``--rss-model``, one fresh process
+    per library and repetition, the libraries alternating."""
+    name = resolve(args.rss_model)
+    batch = args.batch or MODELS[name].batch
+    libs = ["singa-graph", "singa-eager"]
+    if torch_ok:
+        libs.append("torch")
+        if args.torch_compile:
+            libs.append("torch-compile")
+    child = os.path.join(HERE, "_rss_child.py")
+    results: dict[str, list[dict]] = {lib: [] for lib in libs}
+    for _ in range(args.rss_reps):
+        for lib in libs:
+            argv = [child, lib, MODELS[name].zoo_name, str(batch), str(args.rss_steps), str(args.threads)]
+            try:
+                results[lib].append(run_child(argv))
+            except RuntimeError as e:
+                print(f"{lib}: {e}")
+    print(
+        f"peak RSS (ru_maxrss, MB = 10^6 bytes) of {args.rss_steps} training steps of {MODELS[name].desc}, "
+    )
+    print(f"batch {batch}, a fresh process per library and repetition ({args.rss_reps} repetitions)")
+    print()
+    print("| library | after imports MB | after model built MB | after step 1 MB | peak MB | first step s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for lib, runs in results.items():
+        if not runs:
+            continue
+
+        def col(key: str, runs: list = runs) -> str:
+            vals = sorted(r[key] for r in runs)
+            return (
+                f"{vals[0]:.0f}" if vals[0] == vals[-1] or len(vals) == 1 else f"{vals[0]:.0f}-{vals[-1]:.0f}"
+            )
+
+        first = min(r["first_step_s"] for r in runs)
+        print(
+            f"| {lib} | {col('imports_mb')} | {col('built_mb')} | {col('step1_mb')} | "
+            f"{col('peak_mb')} | {first:.2f} |"
+        )
+    return 0
+
+
+# ----- main ------------------------------------------------------------------------------------
+def resolve(name: str) -> str:
+    """A model key, allowing the aliases (``resnet`` is ResNet-8)."""
+    key = ALIASES.get(name, name)
+    if key not in MODELS:
+        raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)} (alias resnet = resnet8)")
+    return key
+
+
+def parse_batches(args: argparse.Namespace, names: list[str]) -> dict[str, int]:
+    """Batch per model: ``--batch-for name=N`` beats ``--batch`` beats the model's default."""
+    out = {n: args.batch or MODELS[n].batch for n in names}
+    for item in filter(None, (s.strip() for s in args.batch_for.split(","))):
+        key, _, value = item.partition("=")
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"--batch-for: expected name=N with N >= 1, got {item!r}")
+        out[resolve(key.strip())] = int(value)
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line options."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {','.join(MODELS)}")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=6, help="timed steps per repetition")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before each repetition")
-    ap.add_argument("--reps", type=int, default=12, help="interleaved repetitions")
+    ap.add_argument("--modes", default="eager,graph", help=f"our modes, from {','.join(SINGA_MODES)}")
+    ap.add_argument(
+        "--batch", type=int, default=None, help="batch of every model (default: 64, ResNet-18 32)"
+    )
+    ap.add_argument("--batch-for", default="", help="per-model batch, e.g. resnet18=32,alexnet=128")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per block (default: per model)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps before each block")
+    ap.add_argument("--reps", type=int, default=8, help="rounds of alternating blocks")
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds of pause before each block")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--torch-compile", action="store_true", help="add torch.compile (inductor) rows")
+    ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc peaks")
     ap.add_argument("--mallopt", action="store_true", help="set glibc M_TRIM/M_MMAP_THRESHOLD first")
-    args = ap.parse_args(argv)
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        ap.error(f"unknown model(s) {unknown}; known: {list(MODELS)}")
-    used_mallopt = mallopt() if args.mallopt else False
-    torch_version = load_torch(args.threads, args.no_torch)
+    ap.add_argument("--rss", action="store_true", help="peak RSS mode (fresh process per library)")
+    ap.add_argument("--rss-model", default="resnet20")
+    ap.add_argument("--rss-steps", type=int, default=3)
+    ap.add_argument("--rss-reps", type=int, default=2)
+    return ap
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    names = [resolve(n.strip()) for n in args.models.split(",") if n.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if any(m not in SINGA_MODES for m in modes):
+        raise SystemExit(f"--modes: choose from {', '.join(SINGA_MODES)}, got {args.modes!r}")
+    used_mallopt = mallopt() if args.mallopt else False
+    print(f"start: {uptime()}")
+    if args.rss:
+        rc = rss_run(args, not args.no_torch and importlib.util.find_spec("torch") is not None)
+        print(f"\nend: {uptime()}")
+        return rc
+    torch_version = load_torch(args.threads, args.no_torch)
+    batches = parse_batches(args, names)
     memory = {}
     if not args.no_memory:
-        for name in names:
-            for mode in MODES:
-                memory[(name, mode)] = peak_memory(name, mode, args.batch)
-
-    steps: dict[tuple[str, str], Step] = {}
-    for name in names:
-        for mode in MODES:
-            steps[(name, mode)] = singa_step(name, mode, args.batch)[0]
-        if torch_version:
-            steps[(name, "torch")] = torch_step(name, args.batch)
-    times: dict[tuple[str, str], list[float]] = {k: [] for k in steps}
-    for _ in range(args.reps):
-        for key, step in steps.items():
-            times[key] += time_steps(step, args.warmup, args.steps)
-
+        memory = {(n, m): peak_memory(n, m, batches[n]) for n in names for m in modes}
+    steps, timings, params = build_steps(names, modes, batches, args.torch_compile, torch_version is not None)
+    run_blocks(
+        steps,
+        args.reps,
+        lambda key: args.steps or MODELS[key[0]].steps,
+        warmup=args.warmup,
+        pause=args.pause,
+        timings=timings,
+    )
+    print(f"end:   {uptime()}")
     print(
-        f"batch {args.batch}; {args.reps} interleaved repetitions x {args.steps} timed steps after "
-        f"{args.warmup} warm-up steps; times in ms; memory in MiB (tracemalloc)"
+        f"{args.reps} rounds of alternating blocks (pause {args.pause} s, {args.warmup} untimed step(s), "
+        f"then {args.steps or 'per-model'} timed steps); times in ms, first step in s; memory: tracemalloc"
     )
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, torch {torch_version or 'n/a'} "
-        f"({args.threads} threads), cpus {os.cpu_count()}, malloc tuning "
-        f"{'ON (mallopt)' if used_mallopt else 'OFF (glibc defaults)'}"
+        f"({args.threads} threads), cpus {os.cpu_count()}, OPENBLAS_NUM_THREADS "
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, malloc tuning {malloc_note(used_mallopt)}"
     )
     print()
-    print("| model | mode | median | min | vs torch | step peak | total peak |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for name in names:
-        desc = MODELS[name][0]
-        tmed = statistics.median(times[(name, "torch")]) if (name, "torch") in times else None
-        for mode in (*MODES, "torch"):
-            if (name, mode) not in times:
-                continue
-            ts = times[(name, mode)]
-            med = statistics.median(ts)
-            ratio = f"{med / tmed:.2f}x" if tmed else "-"
-            mem = memory.get((name, mode))
-            memcols = f"{mem[0]:.2f} | {mem[1]:.2f}" if mem else "- | -"
-            print(f"| {desc} | {mode} | {med * 1e3:.2f} | {min(ts) * 1e3:.2f} | {ratio} | {memcols} |")
+    print_params(names, params)
+    print_table(names, modes, batches, timings, memory)
     return 0
 
 

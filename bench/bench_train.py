@@ -1,8 +1,9 @@
 """Training-step benchmark: singa.autograd against PyTorch CPU.
 
 One step = forward, softmax cross-entropy, backward and an SGD momentum update on a
-fixed batch. Runs of every (model, framework) pair are interleaved over several
-repetitions; each repetition warms up and then times ``--steps`` single steps. The
+fixed batch. Every (model, framework) pair runs blocks of steps, the blocks alternating over
+``--reps`` rounds with a ``--pause`` before each (the method of
+``../shared/perf-notes.md``); each block warms up and then times ``--steps`` single steps. The
 table gives the median and minimum step time over all timed steps, samples/s (from
 the median) and the ratio singa/torch of the medians.
 
@@ -25,7 +26,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import load_torch, mallopt  # noqa: E402
+from _harness import load_torch, mallopt, run_blocks, uptime  # noqa: E402
 
 from singa import autograd, opt  # noqa: E402
 from singa.tensor import Tensor  # noqa: E402
@@ -163,17 +163,6 @@ def _malloc_state(used_mallopt: bool) -> str:
     return "OFF (glibc defaults; singa pools its own convolution scratch buffers)"
 
 
-def _time_steps(step: Step, warmup: int, steps: int) -> list[float]:
-    for _ in range(warmup):
-        step()
-    out = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {','.join(MODELS)}")
@@ -181,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=30, help="timed steps per repetition")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps before each repetition")
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds of pause before each block")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even when installed")
     ap.add_argument("--mallopt", action="store_true", help="set glibc M_TRIM/M_MMAP_THRESHOLD first")
@@ -192,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown model(s) {unknown}; known: {list(MODELS)}")
     used_mallopt = mallopt() if args.mallopt else False
 
+    print(f"start: {uptime()}")
     torch_version = load_torch(args.threads, args.no_torch)
 
     steps: dict[tuple[str, str], Step] = {}
@@ -201,14 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         if torch_version and make_torch is not None:
             steps[(name, "torch")] = make_torch(args.batch, np.random.default_rng(0))
 
-    times: dict[tuple[str, str], list[float]] = {k: [] for k in steps}
-    for _ in range(args.reps):
-        for key, step in steps.items():
-            times[key] += _time_steps(step, args.warmup, args.steps)
-
+    timings = run_blocks(steps, args.reps, args.steps, warmup=args.warmup, pause=args.pause)
+    times = {key: t.wall for key, t in timings.items()}
+    print(f"end:   {uptime()}")
     print(
-        f"batch {args.batch}; {args.reps} interleaved repetitions x {args.steps} timed steps "
-        f"after {args.warmup} warm-up steps each; times in ms"
+        f"batch {args.batch}; {args.reps} rounds of alternating blocks (pause {args.pause} s) of "
+        f"{args.steps} timed steps after {args.warmup} warm-up steps each; times in ms"
     )
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "

@@ -20,6 +20,7 @@ from cli.common import (
 )
 from cli.errors import CliError
 from singa import data as sdata
+from singa import sonnx
 from singa.model.checkpoint import CheckpointError
 
 __all__ = ["evaluate_checkpoint", "export_checkpoint", "load_checkpoint_model"]
@@ -130,7 +131,7 @@ def export_checkpoint(
     model, _run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
     x = placeholder(1, info, dev)
     try:
-        model.export_onnx(onnx_path, [x], opset=opset)
+        sonnx.export_model(model, onnx_path, [x], opset=opset)
     except OSError as e:
         raise CliError(f"cannot write the ONNX file {onnx_path}: {e.strerror or e}") from e
     return {"model": name, "onnx": onnx_path, "input": "Nx" + "x".join(map(str, info.sample_shape))}

@@ -42,7 +42,7 @@ from cli.dist import DistRun
 from cli.errors import CliError, Interrupted
 from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
-from singa import data, image_tool, tensor
+from singa import data, image_tool, sonnx, tensor
 from singa.dist.launch import STOP_SIGNAL
 from singa.model.checkpoint import CheckpointError
 
@@ -582,7 +582,7 @@ class Trainer:
         prev = self.model.training
         self.model.eval()
         try:
-            self.model.export_onnx(path, [x])
+            sonnx.export_model(self.model, path, [x])
         except OSError as e:
             raise CliError(f"cannot write the ONNX file {path}: {e.strerror or e}") from e
         finally:

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from singa.autograd.buffers import pooled_out
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
@@ -44,13 +45,15 @@ class ReLU(Operation):
     """y = max(x, 0); gradient 1 where x > 0 (0 at x == 0). Keeps y for backward."""
 
     def forward(self, x):
-        y = array_module(x).maximum(x, 0)
+        xp = array_module(x)
+        y = xp.maximum(x, 0, out=pooled_out(xp, x))  # pooled: no fresh pages each step
         if self.requires_grad:
             self.cache = y
         return y
 
     def backward(self, dy):
-        return dy * (self.cache > 0)
+        xp = array_module(dy)
+        return xp.multiply(dy, self.cache > 0, out=pooled_out(xp, dy))
 
     def _forward_into_x(self, x):
         array_module(x).maximum(x, 0, out=x)

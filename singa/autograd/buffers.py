@@ -28,7 +28,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["scratch", "is_pooled", "clear_scratch", "owns", "HELPER_REFS"]
+__all__ = [
+    "scratch",
+    "scratch_like",
+    "pooled_out",
+    "POOLED_OUT_BYTES",
+    "is_pooled",
+    "clear_scratch",
+    "owns",
+    "HELPER_REFS",
+]
 
 
 # ----- reference-count baselines ------------------------------------------------------------
@@ -102,6 +111,40 @@ def _scratch(shape: tuple, dtype: Any) -> Any:
         _, old = _pool.popitem(last=False)
         _pool_bytes -= sum(b.nbytes for b in old)
     return a
+
+
+def scratch_like(xp: Any, a: Any, dtype: Any = None) -> Any:
+    """An uninitialised pooled array (see :func:`scratch`) of ``a``'s shape and
+    ``dtype`` (default ``a``'s), with ``a``'s memory layout when ``a`` is dense in some
+    axis order (an NCHW array with NHWC memory stays so), else C order. Elementwise
+    operators take their outputs from here so that large ones are not page-faulted in
+    afresh on every step."""
+    dtype = a.dtype if dtype is None else dtype
+    if xp is not np or a.ndim < 2 or a.flags.c_contiguous:
+        return scratch(xp, a.shape, dtype)
+    order = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    dense = a.transpose(order)
+    if not dense.flags.c_contiguous:
+        return scratch(xp, a.shape, dtype)
+    back = sorted(range(a.ndim), key=order.__getitem__)
+    return scratch(xp, dense.shape, dtype).transpose(back)
+
+
+#: results at least this large come from the pool in :func:`pooled_out` (glibc serves
+#: smaller blocks from its heap without page faults, and faster than the pool)
+POOLED_OUT_BYTES = 1 << 18
+
+
+def pooled_out(xp: Any, a: Any, dtype: Any = None) -> Any:
+    """The ``out=`` argument for an elementwise result shaped like ``a``: a pooled
+    array in ``a``'s layout (:func:`scratch_like`) when it is a large numpy array,
+    else None (the ufunc allocates)."""
+    if xp is not np:
+        return None
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if a.size * dtype.itemsize < POOLED_OUT_BYTES:
+        return None
+    return scratch_like(xp, a, dtype)
 
 
 def is_pooled(a: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from singa.autograd.blas_threads import matmul as _product
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
 from singa.tensor import Tensor
 
@@ -55,7 +56,7 @@ class MatMul(Operation):
     def forward(self, a, b):
         if self.requires_grad:
             self.cache = (a, b)
-        return a @ b
+        return _product(a, b)
 
     def backward(self, dy):
         a, b = self.cache
@@ -71,14 +72,14 @@ class MatMul(Operation):
             b = b.reshape(-1, 1) if b.ndim == 1 else b
         da = db = None
         if self.needs_grad[0]:
-            da = unbroadcast(dy @ _swap(b), a.shape).reshape(sa)
+            da = unbroadcast(_product(dy, _swap(b)), a.shape).reshape(sa)
         if self.needs_grad[1]:
             if b.ndim == 2 and a.ndim > 2:
                 # a stack times one matrix: fold the batch into the rows (one GEMM)
                 k, m = a.shape[-1], dy.shape[-1]
-                db = a.reshape(-1, k).T @ dy.reshape(-1, m)
+                db = _product(a.reshape(-1, k).T, dy.reshape(-1, m))
             else:
-                db = unbroadcast(_swap(a) @ dy, b.shape)
+                db = unbroadcast(_product(_swap(a), dy), b.shape)
             db = db.reshape(sb)
         return da, db
 
@@ -175,7 +176,7 @@ class Gemm(Operation):
     def forward(self, a, b, c=None):
         if self.requires_grad:
             self.cache = (a, b, None if c is None else c.shape)
-        y = (a.T if self.transA else a) @ (b.T if self.transB else b)
+        y = _product(a.T if self.transA else a, b.T if self.transB else b)
         if self.alpha != 1.0:
             y *= self.alpha
         if c is not None:
@@ -192,10 +193,10 @@ class Gemm(Operation):
         if self.needs_grad[0]:
             bm = b.T if self.transB else b
             # dA' = g @ B'.T ; dA = dA'.T = B' @ g.T when transposed
-            da = bm @ g.T if self.transA else g @ bm.T
+            da = _product(bm, g.T) if self.transA else _product(g, bm.T)
         if self.needs_grad[1]:
             am = a.T if self.transA else a
-            db = g.T @ am if self.transB else am.T @ g
+            db = _product(g.T, am) if self.transB else _product(am.T, g)
         if sc is not None and self.needs_grad[2]:
             dc = unbroadcast(dy * self.beta if self.beta != 1.0 else dy, sc)
         return (da, db) if sc is None else (da, db, dc)

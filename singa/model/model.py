@@ -265,21 +265,6 @@ class Model(Layer):
 
         return checkpoint.load_model(self, fpath, strict=strict)
 
-    def export_onnx(
-        self, path: str, inputs: Any, opset: int | None = None, dynamic_batch: bool = True, dtype: Any = None
-    ) -> Any:
-        """Export the forward pass to ONNX (see :func:`singa.sonnx.export_model`).
-        ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic; by
-        default a model exports in float32 whatever its precision."""
-        from singa.sonnx import export as onnx_export
-
-        if dtype is None and self.precision != "float16":
-            return onnx_export.export_model(self, path, inputs, opset=opset, dynamic_batch=dynamic_batch)
-        dtype = "float32" if dtype is None else dtype
-        with _precision.states_as(self, dtype):
-            xs = _precision.inputs_as(inputs, dtype)
-            return onnx_export.export_model(self, path, xs, opset=opset, dynamic_batch=dynamic_batch)
-
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the

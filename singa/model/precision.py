@@ -346,10 +346,10 @@ def set_precision(model: Any, precision: str | Policy) -> None:
 def states_as(model: Any, dtype: Any) -> Iterator[None]:
     """Within the block the model's floating states (parameters and buffers) hold
     ``dtype`` copies (float32 or float16); the original arrays are put back on exit.
-    ``Model.export_onnx(..., dtype=...)`` exports under it."""
+    ``sonnx.export_model(..., dtype=...)`` exports under it."""
     to = np.dtype(dtype)
     if to not in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise ValueError(f"export_onnx: dtype must be float32 or float16, got {to}")
+        raise ValueError(f"export_model: dtype must be float32 or float16, got {to}")
     states = [t for t in model.get_states().values() if t.dtype.kind == "f"]
     saved = [t.data for t in states]
     try:

@@ -2,8 +2,8 @@
 
 Export: :func:`to_onnx` exports the computation from input tensors to outputs (output
 tensors computed with autograd recording, as in SINGA, or the model / a function) and
-returns an ``onnx.ModelProto``; :func:`export_model` (what ``Model.export_onnx``
-calls) writes a model's file; :func:`save` writes a ModelProto.
+returns an ``onnx.ModelProto``; :func:`export_model` writes a model's file
+(``dtype=tensor.float16`` for a float16 file); :func:`save` writes a ModelProto.
 
 Import: :func:`prepare` returns a backend representation whose ``run(inputs)``
 executes an ONNX model with autograd operators; :class:`SONNXModel` is a trainable

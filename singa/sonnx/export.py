@@ -34,6 +34,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from singa.model import precision
 from singa.sonnx import passes, recorded, registry, trace
 from singa.sonnx.context import ExportContext, ExportError, batch_aware, host_array, onnx_dtype
 from singa.tensor import Tensor
@@ -453,10 +454,15 @@ def export_model(
     dynamic_batch: bool = True,
     targets: Any = None,
     loss: Callable | None = None,
+    dtype: Any = None,
     **kwargs: Any,
 ) -> onnx.ModelProto:
     """Export ``model`` (traced on ``inputs`` in eval mode) to an ONNX file at ``path``
     (not written when ``path`` is None) and return the ``onnx.ModelProto``.
+
+    ``dtype=tensor.float16`` exports float16 weights, inputs and arithmetic; by default
+    a model exports in float32 whatever its precision (a float16 model's states are
+    exported as float32 copies; the model itself is left as it was).
 
     BatchNorm uses its running statistics, Dropout is an identity; parameters and buffers
     are initializers named by their dotted state names. With ``loss`` (e.g.
@@ -467,9 +473,29 @@ def export_model(
 
     Example::
 
-        model.export_onnx("model.onnx", [x])      # calls this function
+        sonnx.export_model(model, "model.onnx", [x])
+        sonnx.export_model(model, "half.onnx", [x], dtype=tensor.float16)
         sonnx.export_model(model, "train.onnx", [x], targets=[y], loss=autograd.softmax_cross_entropy)
     """
+    if dtype is None and getattr(model, "precision", "float32") != "float16":
+        return _export_traced(model, path, inputs, opset, dynamic_batch, targets, loss, **kwargs)
+    dtype = "float32" if dtype is None else dtype
+    with precision.states_as(model, dtype):
+        xs = precision.inputs_as(inputs, dtype)
+        return _export_traced(model, path, xs, opset, dynamic_batch, targets, loss, **kwargs)
+
+
+def _export_traced(
+    model: Any,
+    path: str | os.PathLike | None,
+    inputs: Any,
+    opset: int | None,
+    dynamic_batch: bool,
+    targets: Any,
+    loss: Callable | None,
+    **kwargs: Any,
+) -> onnx.ModelProto:
+    """:func:`export_model` once the states and inputs have their export dtype."""
     kwargs.setdefault("model_name", type(model).__name__)
     if loss is None:
         if targets is not None:

@@ -337,3 +337,33 @@ def test_globalaveragepool_errors():
         autograd.globalaveragepool(T(np.ones((1, 2, 3))), "nchw")
     with pytest.raises(ValueError, match=r"^globalaveragepool: x needs a batch, a channel and spatial axes"):
         autograd.globalaveragepool(T(np.ones((2, 3))))
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("k, s", [(2, 2), (2, 1)])
+def test_max_nan_window_gives_nan_and_no_gradient(layout, k, s):
+    a = np.arange(32.0).reshape(1, 2, 4, 4)
+    a[0, 1, 1, 1] = np.nan
+    x = T(nhwc(a) if layout == "nhwc" else a)
+    y = autograd.max_pool_2d(x, k, s)
+    ref = ref_pool(np.nan_to_num(a, nan=-1.0), "max", k, s)
+    nan_out = np.zeros(ref.shape, bool)
+    nan_out[0, 1, : 2 if s == 1 else 1, : 2 if s == 1 else 1] = True
+    np.testing.assert_array_equal(np.isnan(y.to_numpy()), nan_out)
+    np.testing.assert_array_equal(y.to_numpy()[~nan_out], ref[~nan_out])
+    g = autograd.gradients(y, np.ones(y.shape))[x].to_numpy()
+    assert g[0, 0].sum() == y.shape[2] * y.shape[3]  # every clean window sends its 1
+    assert g[0, 1].sum() == y.shape[2] * y.shape[3] - nan_out.sum()
+    assert not np.isnan(g).any()
+
+
+def test_max_float16_goes_through_float32_exactly():
+    x = distinct(np.random.default_rng(13), (2, 3, 6, 6)).astype(np.float16)
+    for xin in (x, nhwc(x)):
+        t = T(xin)
+        y = autograd.max_pool_2d(t, 3, 2, 1, True)
+        assert y.dtype == np.float16
+        np.testing.assert_array_equal(y.to_numpy(), ref_pool(x.astype(np.float64), "max", 3, 2, 1, True))
+        dy = np.ones(y.shape, np.float16)
+        g = autograd.gradients(y, dy)[t].to_numpy()
+        assert g.dtype == np.float16 and g.sum() == y.size()

@@ -148,20 +148,14 @@ def test_delegations(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "singa.model.checkpoint", ckpt)
     monkeypatch.setattr(sm, "checkpoint", ckpt, raising=False)
-    monkeypatch.setattr(
-        "singa.sonnx.export.export_model",
-        lambda m, p, i, opset=None, dynamic_batch=True: calls.append(("onnx", p, opset, dynamic_batch)),
-    )
     m = MLP()
     m.save_states("a.zip", aux_states={"epoch": 3})
     m.save_states("b.zip", compress=True)
     assert m.load_states("a.zip", strict=False) == {"epoch": 3}
-    m.export_onnx("m.onnx", [Tensor((1, 6))], opset=17, dynamic_batch=False)
     assert calls == [
         ("save", "a.zip", {"epoch": 3}, False),
         ("save", "b.zip", None, True),
         ("load", "a.zip", False),
-        ("onnx", "m.onnx", 17, False),
     ]
 
 

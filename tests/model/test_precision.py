@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import pytest
 
-from singa import autograd, device, layer, model, opt, tensor
+from singa import autograd, device, layer, model, opt, sonnx, tensor
 from singa.model import precision
 from singa.tensor import Tensor
 
@@ -419,7 +419,7 @@ def test_onnx_export_of_a_mixed_model_agrees_with_onnxruntime(tmp_path, dtype):
     tx.copy_from_numpy(x)
     ours = m(tx).to_numpy().astype(np.float32)  # float16 compute
     path = str(tmp_path / "m.onnx")
-    proto = m.export_onnx(path, [tx], dtype=dtype)
+    proto = sonnx.export_model(m, path, [tx], dtype=dtype)
     want = np.float16 if dtype is not None else np.float32
     assert {i.data_type for i in proto.graph.initializer} == {1 if dtype is None else 10}
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

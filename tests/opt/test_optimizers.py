@@ -229,7 +229,7 @@ TORCH_CASES = [
     (lambda: opt.RMSProp(0.01, rho=0.9, momentum=0.5, centered=True, weight_decay=0.1), "RMSprop",
      dict(lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1)),
     (lambda: opt.AdaGrad(0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2), "Adagrad",
-     dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2)),
+     dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2, eps=1e-8)),  # SINGA's eps
 ]  # fmt: skip
 
 
@@ -261,3 +261,36 @@ def test_donated_gradient_gives_bitwise_the_same_update(make, ref):
         finals.append([p.to_numpy() for p in params] + [s for p in params for s in o._slots[p].values()])
     for a, b in zip(*finals):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(momentum=0.9),
+        dict(momentum=0.9, weight_decay=1e-4),
+        dict(momentum=0.8, dampening=0.3, weight_decay=0.01),
+        dict(momentum=0.9, nesterov=True, weight_decay=5e-4),
+    ],
+)
+def test_sgd_momentum_step_equals_the_numpy_formulas_bitwise(dtype, kw):
+    # the compiled one-pass step must round every operation as numpy does
+    m, d, wd, nesterov = (
+        kw["momentum"],
+        kw.get("dampening", 0.0),
+        kw.get("weight_decay", 0.0),
+        kw.get("nesterov"),
+    )
+    rng = np.random.default_rng(0)
+    p0 = rng.standard_normal((70, 80)).astype(dtype)  # large enough for the compiled step
+    grads = [rng.standard_normal(p0.shape).astype(dtype) for _ in range(4)]
+    param = Tensor(data=p0.copy(), dtype=dtype, requires_grad=True, stores_grad=True)
+    sgd = opt.SGD(0.05, **kw)
+    p, buf = p0.copy(), None
+    for g in grads:
+        sgd.update(param, Tensor(data=g, dtype=dtype))
+        g = g + wd * p if wd else g
+        buf = g.copy() if buf is None else buf * m + ((1 - d) * g if d else g)
+        p -= 0.05 * (g + m * buf if nesterov else buf)
+        assert param.data.dtype == dtype
+        np.testing.assert_array_equal(param.data, p)

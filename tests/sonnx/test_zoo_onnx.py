@@ -36,14 +36,14 @@ def test_zoo_model_exports_and_round_trips(name, channels, size):
     np.testing.assert_allclose(rep.run(x)[0], reference(m, x)[0], rtol=1e-5, atol=1e-5)
 
 
-def test_exported_file_via_model_export_onnx(tmp_path):
+def test_exported_file_via_export_model(tmp_path):
     import onnx
 
     m = zoo.create("cnn", num_classes=10, num_channels=1, image_size=28)
     x = tensor.from_numpy(rand((2, 1, 28, 28)))
     m.compile([x], is_train=True)
     path = tmp_path / "cnn.onnx"
-    proto = m.export_onnx(str(path), [x])
+    proto = sonnx.export_model(m, str(path), [x])
     assert m.training  # export traced in eval mode and restored the mode
     loaded = onnx.load(str(path))
     assert loaded.graph == proto.graph

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from singa import device, layer, opt, tensor, zoo
+from singa import device, layer, opt, sonnx, tensor, zoo
 from singa.zoo.base import SMALL_IMAGE, image_hw
 
 ALL = ["mlp", "cnn", "alexnet", "resnet8", "resnet20", "resnet18", "resnet34", "resnet50", "xceptionnet"]
@@ -307,7 +307,7 @@ def test_onnx_export_matches_forward(name, tmp_path):
     m.compile([x], is_train=False)
     ref = m(x).to_numpy()
     path = tmp_path / f"{name}.onnx"
-    m.export_onnx(str(path), [x])
+    sonnx.export_model(m, str(path), [x])
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = sess.run(None, {sess.get_inputs()[0].name: x.to_numpy()})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)

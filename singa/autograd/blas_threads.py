@@ -1,0 +1,91 @@
+"""How many threads numpy's BLAS may use for one matrix product.
+
+OpenBLAS splits a product over all its threads once it has more than about 2**18
+multiply-adds. For skinny products, whose result has a side of a few dozen (a
+convolution's weight gradient: (C*kh*kw, N*OH*OW) @ (N*OH*OW, O); a classifier's
+(N, 500) @ (500, 10)), each thread gets a sliver of the result and a long inner
+dimension, and handing the work over costs more than the second core gives: under load
+the first convolution's weight gradient of the MNIST CNN took 43% of a step on two
+threads (``bench/README.md``). :func:`product_threads` runs such a product on one
+thread and leaves every other product to BLAS's own setting.
+
+The thread count is process-wide state of the BLAS library (set through threadpoolctl,
+2-3 microseconds a call), so the limit holds for products other threads start in the
+meantime too; it is restored on exit. Only a numpy product is ever limited (cupy's
+products run on the GPU), and only when threadpoolctl finds numpy's OpenBLAS (or
+another BLAS it can control).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["matmul", "product_threads", "threads_for", "SKINNY_SIDE", "MIN_LIMITED_WORK"]
+
+#: a product whose result has a side at most this long is skinny
+SKINNY_SIDE = 32
+#: below this many multiply-adds BLAS runs on one thread by itself (OpenBLAS: 2**18)
+#: or the product is too short for a thread-count switch to pay
+MIN_LIMITED_WORK = 1 << 20
+
+_blas: list = []  # [controller or None], found on first use
+
+
+def _controller() -> Any:
+    """threadpoolctl's controller of numpy's BLAS, or None."""
+    if not _blas:
+        ctl = None
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            libs = ThreadpoolController().select(user_api="blas").lib_controllers
+            ctl = libs[0] if libs else None
+        except Exception:  # no threadpoolctl, or it cannot read the libraries: leave BLAS alone
+            ctl = None
+        _blas.append(ctl)
+    return _blas[0]
+
+
+def threads_for(m: int, n: int, k: int) -> int | None:
+    """The thread count for an (m, k) @ (k, n) product: 1 when it is skinny (a side
+    of the result at most :data:`SKINNY_SIDE`) and has at least
+    :data:`MIN_LIMITED_WORK` multiply-adds, else None (BLAS's own setting)."""
+    if min(m, n) <= SKINNY_SIDE and m * n * k >= MIN_LIMITED_WORK:
+        return 1
+    return None
+
+
+@contextlib.contextmanager
+def product_threads(xp: Any, m: int, n: int, k: int) -> Iterator[None]:
+    """Run the (m, k) @ (k, n) products in the ``with`` block on the threads
+    :func:`threads_for` gives (numpy only; nothing changes otherwise)."""
+    want = threads_for(m, n, k) if xp is np else None
+    ctl = _controller() if want is not None else None
+    if ctl is None:
+        yield
+        return
+    before = ctl.get_num_threads()
+    if before is None or before <= want:
+        yield
+        return
+    ctl.set_num_threads(want)
+    try:
+        yield
+    finally:
+        ctl.set_num_threads(before)
+
+
+def matmul(a: Any, b: Any, out: Any = None) -> Any:
+    """``a @ b`` (into ``out`` when given) on the threads :func:`threads_for` gives
+    for the shapes of its matrices (the last two axes; a 1-D operand is a row or a
+    column as in numpy)."""
+    m = a.shape[-2] if a.ndim > 1 else 1
+    n = b.shape[-1] if b.ndim > 1 else 1
+    if threads_for(m, n, a.shape[-1]) is None or not isinstance(a, np.ndarray):
+        return np.matmul(a, b, out=out) if out is not None else a @ b
+    with product_threads(np, m, n, a.shape[-1]):
+        return np.matmul(a, b, out=out) if out is not None else a @ b

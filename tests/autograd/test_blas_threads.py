@@ -1,0 +1,56 @@
+"""BLAS thread counts per product shape: the policy, the limit inside the block and its
+restoration, and products that equal numpy's."""
+
+import numpy as np
+import pytest
+
+from singa.autograd import blas_threads as bt
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+def blas():
+    libs = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
+    if not libs:
+        pytest.skip("threadpoolctl finds no BLAS to control")
+    return libs[0]
+
+
+def test_policy_limits_only_skinny_products_with_enough_work():
+    assert bt.threads_for(26, 32, 36864) == 1  # conv1's weight gradient in the MNIST CNN
+    assert bt.threads_for(64, 10, 2000) == 1  # a classifier (N, 2000) @ (2000, 10)
+    assert bt.threads_for(64, 500, 1024) is None  # wide: BLAS's own setting
+    assert bt.threads_for(64, 10, 100) is None  # too small to be worth a switch
+    assert bt.threads_for(2048, 33, 4096) is None
+
+
+def test_limit_holds_inside_the_block_and_is_restored():
+    lib = blas()
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = lib.get_num_threads()
+        with bt.product_threads(np, 26, 32, 36864):
+            assert lib.get_num_threads() == 1
+        assert lib.get_num_threads() == before
+        with bt.product_threads(np, 512, 512, 512):
+            assert lib.get_num_threads() == before
+        with pytest.raises(RuntimeError):
+            with bt.product_threads(np, 26, 32, 36864):
+                raise RuntimeError("restored on errors too")
+        assert lib.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    "sa, sb",
+    [((26, 36864), (36864, 32)), ((64, 1024), (1024, 500)), ((3, 40, 9000), (9000, 8)), ((9000,), (9000, 8))],
+)
+def test_products_equal_numpy_bitwise(sa, sb):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    limited = bt.threads_for(a.shape[-2] if a.ndim > 1 else 1, b.shape[-1], a.shape[-1]) == 1
+    with threadpoolctl.threadpool_limits(1 if limited else None, user_api="blas"):
+        expect = a @ b  # thread counts can change the bits of a product
+    np.testing.assert_array_equal(bt.matmul(a, b), expect)
+    out = np.empty_like(expect)
+    assert bt.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, expect)
