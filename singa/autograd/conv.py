@@ -46,8 +46,15 @@ __all__ = ["conv2d"]
 # kernel-major column layout
 _KMAJOR_MAX_C = 4
 # ungrouped convolutions make and multiply their columns in slices of about this
-# many bytes, which stay in the CPU's cache between the copy and the product
+# many bytes, which stay in the CPU's cache between the copy and the product. The
+# products of few-channel layers (at most _SKINNY_MAX_O outputs per column row) are
+# memory-bound and take smaller slices: ResNet-20's training step (16-64 channels,
+# batch 64, one BLAS thread) took 794 ms of CPU with 8 MB slices against 567-577 ms
+# with 1-2 MB ones, while AlexNet's and ResNet-18's (64-512 channels) were 5% slower
+# with 2 MB slices (minima, interleaved; bench/README.md)
 _CHUNK_BYTES = 8 << 20
+_SKINNY_CHUNK_BYTES = 2 << 20
+_SKINNY_MAX_O = 64
 
 
 class Conv2d(Operation):
@@ -98,8 +105,20 @@ class Conv2d(Operation):
         m = n * oh * ow
         geo = (kh, kw, sh, sw, dh, dw, oh, ow)
         kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
-        xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
         y2 = scratch(xp, (m, o), x.dtype)
+        if g == 1 and not kmajor:
+            # columns (rows of kh*kw*C) made and multiplied a few samples at a time, so
+            # they stay in cache; the padding is done per slice too, so no padded copy
+            # of the input is made or kept (backward makes the columns again from x)
+            xh = x.transpose(0, 2, 3, 1)
+            wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
+            rows = oh * ow
+            for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
+                xp.matmul(cb, wk, out=y2[i0 * rows : i1 * rows])
+            if b is not None:
+                y2 += b.astype(y2.dtype, copy=False)
+            cols = x
+        xpad = None if g == 1 and not kmajor else im.pad_nchw(x, self.pads, xp, pooled=True)
         if kmajor:
             # cols: rows (C, kh, kw) of length M = (N, OH, OW), plus a row of ones
             # that carries the bias through the product (and gives db in backward)
@@ -117,18 +136,7 @@ class Conv2d(Operation):
                 cols[kk] = 1
                 wk = xp.concatenate([wk, b.reshape(o, 1).astype(wk.dtype, copy=False)], axis=1)
             xp.matmul(cols.T, wk.T, out=y2)
-        elif g == 1:
-            # columns (rows of kh*kw*C) made and multiplied a few samples at a time, so
-            # they stay in cache; backward makes them again from the padded input
-            xh = xpad.transpose(0, 2, 3, 1)
-            wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
-            rows = oh * ow
-            for i0, i1, cb in _column_chunks(xp, xh, geo):
-                xp.matmul(cb, wk, out=y2[i0 * rows : i1 * rows])
-            if b is not None:
-                y2 += b.astype(y2.dtype, copy=False)
-            cols = xh
-        else:
+        elif g > 1:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
             cols = scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
             xh = xpad.transpose(0, 2, 3, 1)
@@ -170,33 +178,30 @@ class Conv2d(Operation):
             and 4 * h * w <= 5 * oh * ow
         )
 
-    def _grads_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple, xh: Any) -> tuple:
-        """dx, and dW when the padded NHWC input ``xh`` is given, of a stride-1
+    def _grads_stride1(self, xp: Any, dy: Any, W: Any, x_shape: tuple, x: Any) -> tuple:
+        """dx, and dW when the input ``x`` (N, C, H, W) is given, of a stride-1
         convolution from one set of columns: dy (N, O, OH, OW), placed in a zero border
         so that every input pixel sees all its kernel offsets, is copied into columns
-        (N*H*W, kh*kw*O) a batch slice at a time; each slice times the flipped filters
+        (N*H*W, kh*kw*O) a batch slice at a time (bordered a slice at a time, so no
+        padded copy of dy is made); each slice times the flipped filters
         (kh*kw*O, C) gives dx, and the input's pixels (C, N*H*W) times the same slice give
         dW with flipped offsets. One long product each instead of kh*kw short ones plus
         a col2im, and no second set of columns for dW. dx is NCHW with NHWC memory."""
         n, c, h, w = x_shape
-        o = W.shape[0]
+        o, oh, ow = dy.shape[1:]
         (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
-        oh, ow = dy.shape[2:]
         pt, pl = dh * (kh - 1) - t, dw * (kw - 1) - l
-        dyp = scratch(xp, (n, h + dh * (kh - 1), w + dw * (kw - 1), o), dy.dtype)
-        dyp[:, :pt] = 0
-        dyp[:, pt + oh :] = 0
-        dyp[:, pt : pt + oh, :pl] = 0
-        dyp[:, pt : pt + oh, pl + ow :] = 0
-        dyp[:, pt : pt + oh, pl : pl + ow] = dy.transpose(0, 2, 3, 1)
+        pads = (pt, pl, h + dh * (kh - 1) - pt - oh, w + dw * (kw - 1) - pl - ow)
         wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
         dxh = scratch(xp, (n, h, w, c), dy.dtype)
         dx2 = dxh.reshape(n * h * w, c)
-        g = None if xh is None else xp.zeros((c, kh * kw * o), dy.dtype)
-        for i0, i1, cb in _column_chunks(xp, dyp, (kh, kw, 1, 1, dh, dw, h, w)):
+        g = None if x is None else xp.zeros((c, kh * kw * o), dy.dtype)
+        xh = None if x is None else x.transpose(0, 2, 3, 1)
+        dyh = dy.transpose(0, 2, 3, 1)
+        for i0, i1, cb in _column_chunks(xp, dyh, (kh, kw, 1, 1, dh, dw, h, w), pads, min(c, o)):
             xp.matmul(cb, wf, out=dx2[i0 * h * w : i1 * h * w])
-            if g is not None:
-                g += xh[i0:i1, t : t + h, l : l + w].reshape((i1 - i0) * h * w, c).T @ cb
+            if g is not None:  # free view of x when its memory is NHWC
+                g += xh[i0:i1].reshape((i1 - i0) * h * w, c).T @ cb
         dW = None
         if g is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
             dW = xp.ascontiguousarray(g.reshape(c, kh, kw, o)[:, ::-1, ::-1].transpose(3, 0, 1, 2))
@@ -240,10 +245,11 @@ class Conv2d(Operation):
         else:
             kg = kh * kw * cg
             if cols is not None:
-                if g == 1:  # cols is the padded NHWC input: make the columns again
+                if g == 1:  # cols is the input x: make the columns again
                     dwk = xp.zeros((o, kg), dy.dtype)  # (O, kh*kw*C)
                     rows = oh * ow
-                    for i0, i1, cb in _column_chunks(xp, cols, geo):
+                    xh = cols.transpose(0, 2, 3, 1)
+                    for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
                         dwk += dyh[i0 * rows : i1 * rows].T @ cb
                 else:
                     dwk = xp.matmul(
@@ -285,21 +291,46 @@ class Conv2d(Operation):
         return dx, dW
 
 
-def _column_chunks(xp: Any, xh: Any, geo: tuple) -> Iterator[tuple[int, int, Any]]:
+def _column_chunks(
+    xp: Any, xh: Any, geo: tuple, pads: tuple = (0, 0, 0, 0), width: int = 0
+) -> Iterator[tuple[int, int, Any]]:
     """Yield ``(i0, i1, cols)``: the columns (rows (i1-i0)*OH*OW, kh*kw*C) of the
-    windows of samples ``i0:i1`` of ``xh`` (N, Hp, Wp, C), for batch slices of about
-    ``_CHUNK_BYTES`` of columns (the whole batch on a GPU). The columns live in one
+    windows of samples ``i0:i1`` of ``xh`` (N, H, W, C, any strides) zero-padded by
+    ``pads`` (top, left, bottom, right), for batch slices of about ``_CHUNK_BYTES`` of
+    columns (the whole batch on a GPU; ``_SKINNY_CHUNK_BYTES`` when the products that
+    use them have ``width`` <= ``_SKINNY_MAX_O`` output columns). Each slice is padded into a small reused
+    buffer, so no padded copy of the whole input is made (the cached padded inputs were
+    most of a ResNet's peak memory above its activations). The columns live in one
     reused buffer: use each before taking the next."""
     kh, kw, _, _, _, _, oh, ow = geo
-    n, c = xh.shape[0], xh.shape[3]
+    n, h, w, c = xh.shape
+    t, l, b, r = pads
     per_sample = oh * ow * kh * kw * c
-    step = n if xp is not np else max(1, min(n, _CHUNK_BYTES // (per_sample * xh.itemsize)))
+    budget = _SKINNY_CHUNK_BYTES if 0 < width <= _SKINNY_MAX_O else _CHUNK_BYTES
+    step = n if xp is not np else max(1, min(n, budget // (per_sample * xh.itemsize)))
     buf = scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
+    padded = None if t == l == b == r == 0 else scratch(xp, (step, h + t + b, w + l + r, c), xh.dtype)
     for i0 in range(0, n, step):
         i1 = min(i0 + step, n)
+        src = xh[i0:i1]
+        if padded is not None:
+            src = _pad_slice(padded[: i1 - i0], src, pads)
         cb = buf[: i1 - i0]
-        xp.copyto(cb, im.windows(xp, xh[i0:i1], *geo))
+        xp.copyto(cb, im.windows(xp, src, *geo))
         yield i0, i1, cb.reshape((i1 - i0) * oh * ow, kh * kw * c)
+
+
+def _pad_slice(out: Any, src: Any, pads: tuple) -> Any:
+    """``src`` (n, H, W, C) copied into the middle of ``out`` (n, H+t+b, W+l+r, C),
+    whose border is zeroed; returns ``out``."""
+    t, l, b, r = pads
+    h, w = src.shape[1:3]
+    out[:, :t] = 0
+    out[:, t + h :] = 0
+    out[:, t : t + h, :l] = 0
+    out[:, t : t + h, l + w :] = 0
+    out[:, t : t + h, l : l + w] = src
+    return out
 
 
 def conv2d(

@@ -4,8 +4,11 @@ While a :class:`Recorder` is a device's ``recorder`` (see the protocol at the to
 :mod:`singa.autograd.engine`), every array computation is reported as
 ``record(fn, in_arrays, out_arrays, ...)``: operator forwards, operator backwards,
 gradient sums, the optimizer's in-place updates and its per-step bookkeeping.
-Arrays are mapped to value slots by identity while tracing (every traced array is
-kept alive for the duration, so identities stay unique). An array that no recorded
+Arrays are mapped to value slots by identity while tracing. Inputs and external
+arrays are kept alive; a kernel's output is only watched (a weak reference whose
+callback forgets its identity when it dies), so the trace holds no more memory than
+an eager step does (holding every output was most of a ResNet's peak memory) and an
+identity reused by a later array cannot be mistaken for the dead one's slot. An array that no recorded
 call produced is an input (the Tensor arguments of the traced call) or external:
 a parameter, a buffer, an optimizer state or a constant, captured by reference and
 mutated in place by the kernels that update it.
@@ -48,6 +51,7 @@ Limits of tracing (the same as any trace-based graph mode):
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,6 +100,12 @@ def _nbytes(obj: Any) -> int:
     return 0
 
 
+def _forget(slots: dict, key: int, s: int) -> None:
+    """Drop identity ``key`` from the map ``slots`` if it still names slot ``s``."""
+    if slots.get(key) == s:
+        del slots[key]
+
+
 class Recorder:
     """Collects the kernels run on a device while a call is traced.
 
@@ -110,8 +120,11 @@ class Recorder:
         self.dev = dev
         self.inplace = inplace
         self.nodes: list[Node] = []
-        self.arrays: list[Any] = []  # slot -> array at trace time (keeps them alive)
+        self.arrays: list[Any] = []  # slot -> input or external array (None: an output)
         self.kinds: list[int] = []
+        self.sizes: list[int] = []  # slot -> bytes it owns (0 for a view)
+        self.roots: list[int] = []  # slot -> id of the array owning its memory
+        self.ndims: list[int] = []  # slot -> number of dimensions of its array
         self._slot: dict[int, int] = {}
         self.input_slots = [self._input(a) for a in inputs]
         self._extra_nodes = 0
@@ -119,11 +132,26 @@ class Recorder:
         self._rng_state = self._rng_token()
 
     def _new(self, arr: Any, kind: int) -> int:
-        self.arrays.append(arr)
+        s = len(self.arrays)
         self.kinds.append(kind)
-        s = len(self.arrays) - 1
+        self.sizes.append(_nbytes(arr))
+        self.roots.append(id(_root(arr)))
+        self.ndims.append(getattr(arr, "ndim", 0))
         self._slot[id(arr)] = s
+        if kind == _OUT and self._watch(arr, s):
+            self.arrays.append(None)
+        else:
+            self.arrays.append(arr)
         return s
+
+    def _watch(self, arr: Any, s: int) -> bool:
+        """Forget ``arr``'s identity when it dies (so that a later array with the same
+        ``id`` gets a slot of its own); False when it cannot be watched (then it is kept)."""
+        try:  # the callback holds the identity map only, not the recorder
+            weakref.finalize(arr, _forget, self._slot, id(arr), s)
+        except TypeError:
+            return False
+        return True
 
     def _input(self, arr: Any) -> int:
         s = self._slot.get(id(arr))
@@ -236,7 +264,7 @@ class Graph:
             order = list(range(len(nodes)))
         else:
             nodes = self._prune(nodes, kinds, out_slots)
-            order = self._schedule(nodes, rec.arrays, kinds, out_slots)
+            order = self._schedule(nodes, rec, out_slots)
         self.order = order
         self._copy_inputs = self._aliased_inputs(rec)
         self._traced_inputs = [rec.arrays[s] for s in rec.input_slots]
@@ -284,11 +312,11 @@ class Graph:
 
     # ----- scheduling (sequential=False) ----------------------------------------------
     @staticmethod
-    def _schedule(nodes: list[Node], arrays: list[Any], kinds: list[int], out_slots: list[int]) -> list[int]:
+    def _schedule(nodes: list[Node], rec: Recorder, out_slots: list[int]) -> list[int]:
         """A dependency-respecting order (positions into ``nodes``) that runs first,
         among the ready kernels, those that release memory; ties keep recorded order."""
-        deps = _dependencies(nodes, arrays, kinds)
-        return _topological_order(nodes, deps, _MemoryBalance(nodes, arrays, kinds, out_slots))
+        deps = _dependencies(nodes, rec.roots, rec.kinds)
+        return _topological_order(nodes, deps, _MemoryBalance(nodes, rec.sizes, rec.kinds, out_slots))
 
     # ----- inputs that something captured aliases -------------------------------------
     @staticmethod
@@ -408,14 +436,14 @@ def _use_counts(nodes: list[Node], out_slots: list[int]) -> dict[int, int]:
     return used
 
 
-def _dependencies(nodes: list[Node], arrays: list[Any], kinds: list[int]) -> list[set]:
+def _dependencies(nodes: list[Node], roots_of: list[int], kinds: list[int]) -> list[set]:
     """For each node, the earlier nodes it must run after: the producers of its
     inputs; for a backward, its forward; the previous node touching the same external
     memory (parameters, buffers, states: read or written in place; a backward touches
     what its forward did); the previous random draw; the previous side effect (a node
     with no outputs)."""
     producer = {s: i for i, n in enumerate(nodes) for s in n.outs if s is not None}
-    ext_roots = {id(_root(arrays[s])) for s in range(len(arrays)) if kinds[s] == _EXT}
+    ext_roots = {roots_of[s] for s in range(len(roots_of)) if kinds[s] == _EXT}
     forward_of: dict[int, int] = {}
     fwd_touch: dict[int, set] = {}
     last_touch: dict[int, int] = {}
@@ -423,7 +451,7 @@ def _dependencies(nodes: list[Node], arrays: list[Any], kinds: list[int]) -> lis
     deps: list[set] = []
     for i, n in enumerate(nodes):
         d = {producer[s] for s in n.ins if s is not None and producer.get(s, i) < i}
-        roots = {id(_root(arrays[s])) for s in n.ins if s is not None} & ext_roots
+        roots = {roots_of[s] for s in n.ins if s is not None} & ext_roots
         roots = _link_forward(n, i, d, roots, forward_of, fwd_touch)
         for r in roots:
             if r in last_touch:
@@ -464,7 +492,7 @@ class _MemoryBalance:
     """What running a node would allocate minus what it would release, as the
     schedule advances (slots whose last remaining use it is, its operator's cache)."""
 
-    def __init__(self, nodes: list[Node], arrays: list[Any], kinds: list[int], out_slots: list[int]):
+    def __init__(self, nodes: list[Node], sizes: list[int], kinds: list[int], out_slots: list[int]):
         self.kinds = kinds
         self.uses: dict[int, int] = {}
         for n in nodes:
@@ -472,7 +500,7 @@ class _MemoryBalance:
                 if s is not None and kinds[s] != _EXT:
                     self.uses[s] = self.uses.get(s, 0) + 1
         self.keep = set(out_slots)
-        self.size = [_nbytes(a) for a in arrays]
+        self.size = sizes
         self.cache_of = {id(n.op): n.cache_bytes for n in nodes if n.op is not None and not n.is_backward}
 
     def delta(self, n: Node) -> int:

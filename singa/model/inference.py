@@ -134,7 +134,7 @@ def _gemm_stage(rec: Recorder, n: Node, position: int) -> _Stage | None:
 
 
 def _is_matrix(rec: Recorder, s: int) -> bool:
-    return getattr(rec.arrays[s], "ndim", 0) == 2
+    return rec.ndims[s] == 2
 
 
 def _plain_gemm(rec: Recorder, op: Gemm, ins: list) -> bool:
@@ -186,8 +186,7 @@ def _absorb_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
     coef = _batchnorm_coefficients(rec, n)
     w = rec.arrays[st.w]
     o = w.shape[0] if st.kind == "conv" else w.shape[1]
-    y = rec.arrays[n.ins[0]]
-    if coef is None or coef[0].shape != (o,) or y.ndim != (4 if st.kind == "conv" else 2):
+    if coef is None or coef[0].shape != (o,) or rec.ndims[n.ins[0]] != (4 if st.kind == "conv" else 2):
         return False
     a, c = coef
     xp = getattr(rec.dev, "xp", np)

@@ -210,6 +210,21 @@ def test_no_grad_keeps_nothing():
     np.testing.assert_allclose(y.to_numpy(), ref_conv2d(x, w, b, 1, (1, 1, 1, 1)), atol=1e-12)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_padded_convolution_keeps_only_its_input_for_backward(stride):
+    """No padded copy of the input is made for (or kept until) backward: the padding
+    is done a batch slice at a time, in forward and again in backward."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 8, 9, 9)).transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+    w = rng.standard_normal((6, 8, 3, 3))
+    op = Conv2d((3, 3), (stride, stride), (1, 1, 1, 1))
+    op.requires_grad, op.needs_grad = True, (True, True)
+    op.forward(x, w)
+    kept = [a for a in op.cache if isinstance(a, np.ndarray) and a is not x and a is not w]
+    assert kept == []
+    assert any(a is x for a in op.cache)
+
+
 @pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[3], CONFIGS[6], CONFIGS[7]])
 def test_threaded_split_matches_inline(cfg, monkeypatch):
     rng = np.random.default_rng(9)
@@ -318,6 +333,7 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
     _, _, _, stride, padding, dilation, groups = cfg
     per_sample = x[0].size * w.shape[2] * w.shape[3] * 8  # about a sample's columns in bytes
     monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(conv_module, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
     y = autograd.conv2d(T(x, False), T(w), None if b is None else T(b), stride, padding, dilation, groups)
     expect = ref_conv2d(x, w, b, stride, pads_of(padding), dilation, groups)
     np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12, atol=1e-12)

@@ -1,6 +1,7 @@
 """Graph mode: bitwise equal to eager execution, retracing, randomness, schedules."""
 
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -234,3 +235,30 @@ def test_layer_resnet_with_batchnorm_dropout_is_bitwise_eager(sequential):
         np.testing.assert_array_equal(a, b)
     states = graph[2]
     assert "blocks.1.proj.W" in states and "blocks.0.bn1.running_var" in states
+
+
+def _recorder_with_dead_output():
+    from singa.model.graph import Recorder
+
+    rec = Recorder(device.get_default_device(), [])
+    out = np.ones(4)
+    rec.record(np.copy, [], [out])
+    return rec, weakref.ref(out), id(out)
+
+
+def test_trace_does_not_keep_kernel_outputs_alive():
+    """A traced output that nothing holds any more is freed during the trace, as in
+    eager execution (holding them all doubled a ResNet's peak memory)."""
+    rec, ref, _ = _recorder_with_dead_output()
+    assert ref() is None
+    assert rec.sizes[0] == 4 * 8  # what the scheduler needs is remembered
+
+
+def test_identity_of_a_dead_output_is_not_taken_for_its_slot():
+    """A new array that gets a dead output's id() is a new (external) value."""
+    rec, _, dead_id = _recorder_with_dead_output()
+    tries = [np.ones(4) for _ in range(200)]
+    same = [a for a in tries if id(a) == dead_id]
+    assert same, "CPython reuses a freed array's address for the next array of its size"
+    s = rec.slot(same[0])
+    assert s != 0 and rec.kinds[s] != rec.kinds[0]
