@@ -4,11 +4,10 @@ While a :class:`Recorder` is a device's ``recorder`` (see the protocol at the to
 :mod:`singa.autograd.engine`), every array computation is reported as
 ``record(fn, in_arrays, out_arrays, ...)``: operator forwards, operator backwards,
 gradient sums, the optimizer's in-place updates and its per-step bookkeeping.
-Arrays are mapped to value slots by identity while tracing. Inputs and external
-arrays are kept alive; a kernel's output is only watched (a weak reference whose
-callback forgets its identity when it dies), so the trace holds no more memory than
-an eager step does (holding every output was most of a ResNet's peak memory) and an
-identity reused by a later array cannot be mistaken for the dead one's slot. An array that no recorded
+Arrays are mapped to value slots by identity while tracing. Inputs and external arrays
+are kept alive; a kernel's output is only watched (a weak reference that forgets its
+identity when it dies), so a trace holds no more memory than an eager step and a
+reused identity is never taken for a dead array's slot. An array that no recorded
 call produced is an input (the Tensor arguments of the traced call) or external:
 a parameter, a buffer, an optimizer state or a constant, captured by reference and
 mutated in place by the kernels that update it.
@@ -39,9 +38,8 @@ Limits of tracing (the same as any trace-based graph mode):
 - Python control flow on tensor *values* (``if loss.to_numpy() > 1``), raw array code
   on ``tensor.data``, ``to_numpy``/``as_type``/comparison results and other values
   computed outside :mod:`singa.autograd` operators are evaluated once, while tracing,
-  and frozen into the graph as constants. Write such code with operators, or run it
-  outside ``train_one_batch``.
-- Non-Tensor values returned by the traced call are returned as traced.
+  and frozen into the graph as constants (so are non-Tensor values the call returns).
+  Write such code with operators, or run it outside ``train_one_batch``.
 - A new trace is made for every new signature (training mode, shapes, dtypes and
   ``requires_grad`` of the Tensor arguments, the values of the other arguments, the
   ``sequential`` flag), so shape-dependent Python branches are handled by retracing.
