@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in settings:
                 runs[(name, mode, s)] = step
         if torch_version:
-            runs[(name, "torch", "")] = bg.torch_step(name, args.batch)
+            runs[(name, "torch", "")] = bg.torch_step(name, args.batch, False)[0]
     times = {k: ([], []) for k in runs}
     for _ in range(args.reps):
         for key, step in runs.items():
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             med = statistics.median(w)
             ratio = f"{med / tmed:.2f}x" if tmed else "-"
             print(
-                f"| {bg.MODELS[name][0]} | {key[1]} | {key[2] or '-'} | {med * 1e3:.2f} | {min(w) * 1e3:.2f} "
+                f"| {bg.MODELS[name].desc} | {key[1]} | {key[2] or '-'} "
+                f"| {med * 1e3:.2f} | {min(w) * 1e3:.2f} "
                 f"| {statistics.median(c) * 1e3:.2f} | {ratio} |"
             )
     if args.first_step:
