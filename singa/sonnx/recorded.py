@@ -31,6 +31,7 @@ recorded mask) and checks that it reproduces the given output values.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -316,7 +317,9 @@ class RecordedGraph:
         return outs
 
     def verify(self, rtol: float = 1e-4, atol: float = 1e-5) -> None:
-        """Replay as recorded at the original inputs and check the given output values."""
+        """Replay as recorded at the original inputs and check the given output values:
+        a different shape is an error; different values (parameters updated since the
+        outputs were computed) give a warning, and the current values are exported."""
         with autograd.no_grad():
             outs = self._run(self.inputs, recorded=True)
         for j, (y, o) in enumerate(zip(self.outputs, outs)):
@@ -333,9 +336,13 @@ class RecordedGraph:
             if not np.isfinite(err) or err > atol * scale + rtol * float(np.abs(want).max()):
                 if np.array_equal(want, got, equal_nan=True):
                     continue
-                raise RecordError(
+                warnings.warn(
                     f"ONNX export: replaying the recorded operators does not reproduce output {j} "
                     f"(max abs diff {err:.3g}): an input or a parameter changed after the output was "
-                    "computed (an optimizer step, an in-place update); compute the outputs again right "
-                    "before exporting, or pass the model instead of the tensors"
+                    "computed (an optimizer step, an in-place update); the file holds the current "
+                    "values, as SINGA's export does (compute the outputs again right before exporting "
+                    "to silence this)",
+                    UserWarning,
+                    stacklevel=4,
                 )
+                return

@@ -274,8 +274,10 @@ def test_graph_released_or_parameters_changed_is_a_clear_error():
         sonnx.to_onnx([x], [out])
     y = m.forward(x)
     m.fc2.W.data += 0.5  # the parameters change after `y` was computed
-    with pytest.raises(sonnx.ExportError, match="does not reproduce output 0.*parameter changed"):
-        sonnx.to_onnx([x], [y])
+    with pytest.warns(UserWarning, match="does not reproduce output 0.*parameter changed"):
+        proto = sonnx.to_onnx([x], [y])  # SINGA's form: export after a step holds the new values
+    exported = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    assert any(a.shape == m.fc2.W.shape and np.array_equal(a, m.fc2.W.to_numpy()) for a in exported.values())
 
 
 class Flat(model.Model):
