@@ -316,9 +316,24 @@ def cross_entropy(y: Tensor, t: Tensor) -> Tensor:
 
 def mse_loss(x: Tensor, t: Tensor) -> Tensor:
     """Mean squared error over all elements, ``mean((x - t)**2)`` (PyTorch's default);
-    ``x`` and ``t`` must have the same shape."""
-    _check_same("mse_loss", x, t)
+    ``t`` has ``x``'s shape or broadcasts to it (SINGA's subtraction broadcasts, e.g. an
+    (N, 1) target against (N, C) outputs); the mean is over ``x``'s elements."""
+    _check_float("mse_loss", x)
+    _check_numeric("mse_loss", t)
+    if _broadcast_shape(x.shape, t.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"mse_loss: x of shape {x.shape} and target of shape {t.shape} do not match "
+            "(the target does not broadcast to x's shape)"
+        )
     return MSELoss()(x, t)[0]
+
+
+def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    """numpy's broadcast of two shapes, None when they do not broadcast."""
+    try:
+        return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        return None
 
 
 def binary_cross_entropy(x: Tensor, t: Tensor) -> Tensor:

@@ -135,6 +135,17 @@ def test_mse_loss(shape):
     np.testing.assert_allclose(got.to_numpy()[0], np.mean((x - t) ** 2), rtol=1e-14)
 
 
+@pytest.mark.parametrize("tshape", [(5, 1), (3,), (1, 1)])
+def test_mse_loss_broadcasts_the_target_to_x(tshape):
+    x = np.random.default_rng(8).standard_normal((5, 3))
+    t = np.random.default_rng(9).standard_normal(tshape)
+    gradcheck(autograd.mse_loss, [x, t], wrt=[0])
+    got = autograd.mse_loss(C(x), C(t))
+    np.testing.assert_allclose(got.to_numpy()[0], np.mean((x - t) ** 2), rtol=1e-14)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        autograd.mse_loss(C(np.zeros(tshape)), C(x))  # x never broadcasts to the target
+
+
 @pytest.mark.parametrize("shape", [(5, 3), (2, 3, 4), (7,)])
 def test_binary_cross_entropy(shape):
     x = np.random.default_rng(10).uniform(0.05, 0.95, shape)
@@ -266,10 +277,11 @@ def test_bad_class_indices(name):
         fn(x, C(np.array([0.0, 1.5, 1.0])))
 
 
-def test_mse_and_bce_need_identical_shapes():
-    for fn in (autograd.mse_loss, autograd.binary_cross_entropy):
-        with pytest.raises(ValueError, match=r"must have the same shape"):
-            fn(C(np.full((4, 3), 0.5)), C(np.full((3,), 0.5)))
+def test_bce_needs_identical_shapes_and_mse_a_target_that_broadcasts_to_x():
+    with pytest.raises(ValueError, match=r"must have the same shape"):
+        autograd.binary_cross_entropy(C(np.full((4, 3), 0.5)), C(np.full((3,), 0.5)))
+    with pytest.raises(ValueError, match=r"does not broadcast to x's shape"):
+        autograd.mse_loss(C(np.full((4, 3), 0.5)), C(np.full((4,), 0.5)))
 
 
 def test_nll_loss_rejects_label_shaped_targets():
@@ -315,7 +327,7 @@ def test_shape_errors_are_value_errors_and_assertion_errors_as_singa_asserts_the
     x2, x3, b1 = C(np.zeros((4, 4))), C(np.zeros((4, 4, 4))), C(np.zeros(4))
     calls = [
         (autograd.softmax_cross_entropy, (x2, x3), "do not match"),
-        (autograd.mse_loss, (x2, x3), "must have the same shape"),
+        (autograd.mse_loss, (x2, x3), "does not broadcast to x's shape"),
         (autograd.ranking_loss, (x2, b1), "must have the same shape"),
         (autograd.add_bias, (x2, b1, 3), "axis must be 0 or 1"),
         (autograd.add_bias, (x2, C(np.zeros(3)), 0), "do not match"),
