@@ -10,12 +10,14 @@ steps, with the CPU time per step and the machine's load before and after.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -141,6 +143,34 @@ def run_blocks(
 
 #: ``sh -c`` runs the command as a non-final command, so the shell forks a new process for it
 _SHELL_FORK = '"$0" "$@"; exit $?'
+
+
+def traced_peak(make: Callable[[], Step], warmup: int = 2, steps: int = 2) -> tuple[float, float]:
+    """(step peak, total peak) in MiB of a steady-state step of ``make()``, traced by
+    tracemalloc (which numpy reports its allocations to): the most a step allocates above
+    what is live before it, and in total. singa's operator buffer pool is emptied first,
+    so that every configuration builds its own."""
+    from singa.autograd.buffers import clear_scratch
+
+    clear_scratch()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        step = make()
+        for _ in range(warmup):
+            step()
+        gc.collect()
+        step_peaks, total_peaks = [], []
+        for _ in range(steps):
+            start = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            step()
+            peak = tracemalloc.get_traced_memory()[1]
+            step_peaks.append(peak - start)
+            total_peaks.append(peak)
+    finally:
+        tracemalloc.stop()
+    return min(step_peaks) / 2**20, min(total_peaks) / 2**20
 
 
 def run_child(argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict:

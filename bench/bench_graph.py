@@ -29,12 +29,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import os
 import platform
 import sys
-import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +51,7 @@ from _harness import (  # noqa: E402
     ms,
     run_blocks,
     run_child,
+    traced_peak,
     uptime,
 )
 
@@ -150,30 +149,8 @@ def torch_step(name: str, batch: int, compiled: bool) -> tuple[Step, int]:
 
 # ----- tracemalloc peak --------------------------------------------------------------------
 def peak_memory(name: str, mode: str, batch: int, warmup: int = 3, steps: int = 3) -> tuple[float, float]:
-    """(step peak, total peak) in MiB of a steady-state step, traced by tracemalloc: the
-    most a step allocates above what is live before it, and in total. The operators'
-    buffer pool is emptied first, so that every mode builds its own."""
-    from singa.autograd.buffers import clear_scratch
-
-    clear_scratch()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        step, _ = singa_step(name, mode, batch)
-        for _ in range(warmup):
-            step()
-        gc.collect()
-        step_peaks, total_peaks = [], []
-        for _ in range(steps):
-            start = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            step()
-            peak = tracemalloc.get_traced_memory()[1]
-            step_peaks.append(peak - start)
-            total_peaks.append(peak)
-    finally:
-        tracemalloc.stop()
-    return min(step_peaks) / 2**20, min(total_peaks) / 2**20
+    """(step peak, total peak) in MiB of a steady-state step (:func:`_harness.traced_peak`)."""
+    return traced_peak(lambda: singa_step(name, mode, batch)[0], warmup, steps)
 
 
 # ----- the timing run ------------------------------------------------------------------------

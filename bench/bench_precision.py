@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import statistics
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import load_torch, mallopt  # noqa: E402
+from _harness import load_torch, mallopt, traced_peak  # noqa: E402
 
 from singa import device, opt, tensor, zoo  # noqa: E402
 
@@ -114,27 +112,7 @@ def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
 
 def peak_memory(make: Callable[[], Step], warmup: int = 2, steps: int = 2) -> tuple[float, float]:
     """(step peak, total peak) in MiB of a steady-state step (see the module docstring)."""
-    from singa.autograd.buffers import clear_scratch
-
-    clear_scratch()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        step = make()
-        for _ in range(warmup):
-            step()
-        gc.collect()
-        step_peaks, total_peaks = [], []
-        for _ in range(steps):
-            start = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            step()
-            peak = tracemalloc.get_traced_memory()[1]
-            step_peaks.append(peak - start)
-            total_peaks.append(peak)
-    finally:
-        tracemalloc.stop()
-    return min(step_peaks) / 2**20, min(total_peaks) / 2**20
+    return traced_peak(make, warmup, steps)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
