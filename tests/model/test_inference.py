@@ -79,6 +79,39 @@ def test_exact_fusions_replay_bitwise_eager(sequential):
     assert sum(isinstance(f, fused.ConvForward) for f in g._fn.__globals__.values()) == 2
 
 
+class SkinnyMLP(model.Model):
+    """A linear layer with few outputs on a long batch: a product that the BLAS thread
+    policy (singa.autograd.blas_threads) runs on one thread."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = layer.Linear(8)
+        self.fc2 = layer.Linear(3)
+
+    def forward(self, x):
+        return self.fc2(autograd.relu(self.fc1(x)))
+
+
+def test_fused_linear_runs_on_the_threads_of_matmul_and_stays_bitwise(monkeypatch):
+    from singa.autograd import blas_threads
+
+    shapes = []
+    real = blas_threads.threads_for
+    monkeypatch.setattr(
+        blas_threads, "threads_for", lambda m, n, k: shapes.append((m, n, k)) or real(m, n, k)
+    )
+    m, x = compiled(SkinnyMLP, (2048, 600))
+    want = eager_eval(m, x)
+    eager_products = list(shapes)
+    shapes.clear()
+    m.graph(True)
+    for _ in range(2):
+        np.testing.assert_array_equal(m(x).to_numpy(), want)
+    assert eval_graph(m).fusions == {"matmul+bias": 2, "linear+relu": 1}
+    assert real(2048, 8, 600) == 1  # the first product is one the policy limits
+    assert shapes[-2:] == eager_products[-2:] == [(2048, 8, 600), (2048, 3, 8)]
+
+
 def test_exact_fusions_read_parameters_live():
     m, x = compiled(lambda: cnn.CNN(num_classes=4, kernels=(3, 5), hidden=7), (2, 1, 16, 16))
     m.graph(True)
