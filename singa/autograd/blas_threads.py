@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["matmul", "product_threads", "threads_for", "SKINNY_SIDE", "MIN_LIMITED_WORK"]
+__all__ = [
+    "matmul",
+    "product_threads",
+    "threads_for",
+    "limit",
+    "controller",
+    "SKINNY_SIDE",
+    "MIN_LIMITED_WORK",
+]
 
 #: a product whose result has a side at most this long is skinny
 SKINNY_SIDE = 32
@@ -35,8 +43,9 @@ MIN_LIMITED_WORK = 1 << 20
 _blas: list = []  # [controller or None], found on first use
 
 
-def _controller() -> Any:
-    """threadpoolctl's controller of numpy's BLAS, or None."""
+def controller() -> Any:
+    """threadpoolctl's controller of numpy's BLAS, or None (no threadpoolctl, or no
+    BLAS it can control)."""
     if not _blas:
         ctl = None
         try:
@@ -64,15 +73,23 @@ def product_threads(xp: Any, m: int, n: int, k: int) -> Iterator[None]:
     """Run the (m, k) @ (k, n) products in the ``with`` block on the threads
     :func:`threads_for` gives (numpy only; nothing changes otherwise)."""
     want = threads_for(m, n, k) if xp is np else None
-    ctl = _controller() if want is not None else None
-    if ctl is None:
+    if want is None:
         yield
         return
-    before = ctl.get_num_threads()
-    if before is None or before <= want:
+    with limit(want):
+        yield
+
+
+@contextlib.contextmanager
+def limit(threads: int) -> Iterator[None]:
+    """Run numpy's BLAS on at most ``threads`` threads in the ``with`` block (process-
+    wide; restored on exit; nothing happens without a controllable BLAS)."""
+    ctl = controller()
+    before = ctl.get_num_threads() if ctl is not None else None
+    if before is None or before <= threads:
         yield
         return
-    ctl.set_num_threads(want)
+    ctl.set_num_threads(threads)
     try:
         yield
     finally:

@@ -1,0 +1,99 @@
+"""Running a kernel's independent pieces on several cores.
+
+numpy runs its elementwise loops, copies and reductions on one thread, and on the
+skinny products of a convolution OpenBLAS's second thread mostly waits
+(``bench/README.md``: a second thread speeds PyTorch's CNN step up 1.3-1.9x, ours
+0.9-1.5x, while our CPU time per step doubles). numpy and BLAS release the GIL inside
+their loops, so a kernel that cuts its work into independent pieces (batch slices,
+channel groups) can run them on a few Python threads, each piece's matrix products on
+one BLAS thread, and use every core for the whole kernel.
+
+Determinism: the pieces a caller makes depend only on the work's shape, never on the
+number of workers, and :func:`run_pieces` returns the results in piece order, so a
+caller that combines partial results (sums a weight gradient over batch slices) in
+that order gets the same bits with one worker or many, on every run.
+
+The worker count is ``SINGA_NUM_THREADS`` when set, else the thread count of numpy's
+BLAS when threadpoolctl can read it (``OMP_NUM_THREADS=1`` gives one worker), else the
+cores this process may run on. With one worker, or one piece, the pieces run inline
+in the calling thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from singa.autograd import blas_threads
+
+__all__ = ["worker_count", "run_pieces", "even_pieces"]
+
+_pool: list = []  # [ThreadPoolExecutor], made on first use
+_count: list = []  # [int], read on first use
+
+
+def _forget_pool() -> None:
+    _pool.clear()  # a forked child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def worker_count() -> int:
+    """How many threads :func:`run_pieces` uses (read once per process)."""
+    if not _count:
+        env = os.environ.get("SINGA_NUM_THREADS", "").strip()
+        if env:
+            if not env.isdigit() or int(env) < 1:
+                raise ValueError(f"SINGA_NUM_THREADS must be a positive integer, got {env!r}")
+            n = int(env)
+        else:
+            ctl = blas_threads.controller()
+            n = ctl.get_num_threads() if ctl is not None else None
+            n = n or _cores()
+        _count.append(max(1, min(n, _cores())))
+    return _count[0]
+
+
+def even_pieces(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into at most ``parts`` contiguous ``(start, stop)`` pieces of
+    sizes differing by at most one (fewer pieces when ``n < parts``)."""
+    parts = max(1, min(parts, n))
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for i in range(parts):
+        stop = start + base + (i < extra)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> list:
+    """``[fn(*p) for p in pieces]``, the calls spread over :func:`worker_count`
+    threads with BLAS on one thread each while they run (numpy only: with cupy, one
+    worker, or one piece, the calls run inline in order). The results come back in
+    piece order; an exception in a piece is raised here after every piece has ended."""
+    workers = worker_count()
+    if xp is not np or workers < 2 or len(pieces) < 2:
+        return [fn(*p) for p in pieces]
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="singa-worker"))
+    with blas_threads.limit(1):
+        futures = [_pool[0].submit(fn, *p) for p in pieces]
+        errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
+    return [f.result() for f in futures]

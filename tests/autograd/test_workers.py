@@ -1,0 +1,80 @@
+"""singa.autograd.workers: pieces, their order, errors and the worker count."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from singa.autograd import workers
+
+
+def test_even_pieces_cover_the_range_in_order():
+    assert workers.even_pieces(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert workers.even_pieces(2, 4) == [(0, 1), (1, 2)]
+    assert workers.even_pieces(5, 1) == [(0, 5)]
+
+
+def test_results_come_back_in_piece_order(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    seen = set()
+
+    def piece(i0, i1):
+        seen.add(threading.current_thread().name)
+        return np.arange(i0, i1).sum()
+
+    out = workers.run_pieces(piece, workers.even_pieces(1000, 7))
+    assert out == [np.arange(a, b).sum() for a, b in workers.even_pieces(1000, 7)]
+    assert all(name.startswith("singa-worker") for name in seen)
+
+
+def test_one_worker_runs_inline(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [1])
+    names = workers.run_pieces(lambda i: threading.current_thread().name, [(0,), (1,)])
+    assert names == [threading.current_thread().name] * 2
+
+
+def test_an_error_in_a_piece_is_raised_after_all_pieces_ran(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    done = []
+
+    def piece(i):
+        done.append(i)
+        if i == 1:
+            raise KeyError("piece 1")
+
+    with pytest.raises(KeyError, match="piece 1"):
+        workers.run_pieces(piece, [(0,), (1,), (2,)])
+    assert sorted(done) == [0, 1, 2]
+
+
+def test_sums_of_partials_do_not_depend_on_the_worker_count(monkeypatch):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, 300)), rng.standard_normal((300, 16))
+    pieces = workers.even_pieces(300, 5)
+
+    def partial(k0, k1):
+        return a[:, k0:k1] @ b[k0:k1]
+
+    sums = []
+    for n in (1, 2):
+        monkeypatch.setattr(workers, "_count", [n])
+        parts = workers.run_pieces(partial, pieces)
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total += p
+        sums.append(total)
+    assert np.array_equal(sums[0], sums[1])
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch, value):
+    monkeypatch.setattr(workers, "_count", [])
+    monkeypatch.setenv("SINGA_NUM_THREADS", value)
+    with pytest.raises(ValueError, match="SINGA_NUM_THREADS"):
+        workers.worker_count()
+
+
+def test_the_environment_sets_the_worker_count(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [])
+    monkeypatch.setenv("SINGA_NUM_THREADS", "1")
+    assert workers.worker_count() == 1
