@@ -244,6 +244,11 @@ class Tensor:
         return _autograd().transpose(self, axes)
 
     def __getitem__(self, key: Any) -> Tensor:
+        """``self[key]``, differentiable. As in SINGA, an integer keeps its axis with
+        size 1: ``t[0]`` of a (3, 4) tensor is (1, 4), like ``t[0:1]`` (numpy and
+        PyTorch drop the axis; use ``reshape`` or ``autograd.squeeze`` for that).
+        Slices with steps, None, Ellipsis and integer/boolean arrays follow numpy
+        (:func:`singa.autograd.getitem`)."""
         return _autograd().getitem(self, key)
 
     def _lift(self, other: Any) -> Tensor:

@@ -118,7 +118,7 @@ def test_operators_record_autograd_ops_with_broadcasting():
         np.testing.assert_allclose((a @ a).to_numpy(), a.to_numpy() @ a.to_numpy())
         np.testing.assert_allclose((1 - a).to_numpy(), 1 - a.to_numpy())
         assert a.T().shape == (2, 2) and a.reshape(4).shape == (4,) and a.reshape((1, 4)).shape == (1, 4)
-        np.testing.assert_array_equal(a[1].to_numpy(), [3, 4])
+        np.testing.assert_array_equal(a[1].to_numpy(), [[3, 4]])  # SINGA: an int index keeps its axis
         np.testing.assert_array_equal(a.transpose((1, 0)).to_numpy(), a.to_numpy().T)
     finally:
         autograd.training = False

@@ -3,7 +3,9 @@ positions of nonzero entries and scattering values into a tensor along an axis (
 Gather, Where, OneHot, NonZero, ScatterElements).
 
 Forward results of getitem with basic keys (ints, slices, None, Ellipsis) share memory
-with their input, as numpy views do; gradients of repeated indices accumulate.
+with their input, as numpy views do; gradients of repeated indices accumulate. An
+integer index keeps its axis with size 1 (SINGA's ``Tensor.__getitem__``: ``x[0]`` of
+a (3, 4) tensor is (1, 4)).
 Indices may be negative (counted from the end of their axis). Out-of-range gather and
 scatter indices raise ValueError naming the operator before anything runs; a one-hot
 index out of range gives a row of off-values (ONNX's rule).
@@ -189,9 +191,15 @@ class GetItem(Operation):
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
-    """``x[key]`` (what ``Tensor.__getitem__`` calls): basic indexing with ints,
-    slices, None and Ellipsis; integer or boolean arrays, lists and Tensors also work
-    (numpy's advanced indexing)."""
+    """``x[key]`` (what ``Tensor.__getitem__`` calls), differentiable.
+
+    SINGA's rule for integers: ``x[i]`` keeps the indexed axis with size 1, as the
+    slice ``x[i:i+1]`` does (``x[1]`` of a (3, 4) tensor is (1, 4); numpy and PyTorch
+    users: drop the axis with ``autograd.squeeze`` or ``reshape``). Negative integers
+    count from the end; an integer outside ``[-size, size)`` raises IndexError. Slices
+    (with steps, which SINGA ignores), None and Ellipsis follow numpy; integer or
+    boolean arrays, lists and Tensors also work (numpy's advanced indexing), and an
+    integer next to them still keeps its axis."""
     key = key if isinstance(key, tuple) else (key,)
     xp = x.device.xp
     conv = []
@@ -201,7 +209,44 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         elif isinstance(k, list) or (isinstance(k, np.ndarray) and xp is not np):
             k = xp.asarray(k)
         conv.append(k)
-    return GetItem(tuple(conv))(x)[0]
+    return GetItem(_keep_int_axes(tuple(conv), tuple(x.shape)))(x)[0]
+
+
+def _is_int(k: Any) -> bool:
+    return isinstance(k, int | np.integer) and not isinstance(k, bool | np.bool_)
+
+
+def _axes_used(k: Any) -> int:
+    """How many input axes the key entry ``k`` (not Ellipsis) indexes."""
+    if k is None:
+        return 0
+    if getattr(k, "dtype", None) == np.bool_:
+        return k.ndim
+    return 1
+
+
+def _keep_int_axes(key: tuple, shape: tuple) -> tuple:
+    """``key`` with each integer ``i`` replaced by the slice ``i:i+1`` of its axis
+    (SINGA's rule: the axis stays, with size 1), after checking it is in range."""
+    if not builtins.any(_is_int(k) for k in key):
+        return key
+    used = builtins.sum(_axes_used(k) for k in key if k is not Ellipsis)
+    out, axis = [], 0
+    for k in key:
+        if k is Ellipsis:
+            axis += len(shape) - used
+        elif _is_int(k):
+            if axis >= len(shape):
+                raise IndexError(f"too many indices for a tensor of shape {shape}: {key!r}")
+            n, i = shape[axis], int(k)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of range for axis {axis} of size {n}")
+            i %= n
+            k = _slice(i, i + 1)
+        if k is not Ellipsis:
+            axis += _axes_used(k)
+        out.append(k)
+    return tuple(out)
 
 
 def _check_range(name: str, idx: Any, n: int, what: str) -> None:

@@ -133,6 +133,10 @@ class RNN_Base(Layer):
         if s0.ndim() == 2 and n == 1 and _broadcasts_to(tuple(s0.shape), (batch, hs)):
             # (batch, 1) or (1, H): broadcast over the other axis, as SINGA's cells do
             return [autograd.expand(s0, (batch, hs))], True
+        if s0.ndim() == 2 and n == 1 and batch == 1 and s0.shape[1] == hs:
+            # a batch of one against a (B, H) state: the steps broadcast to B rows, as
+            # SINGA's cells do (its char-rnn samples one character with the training state)
+            return [s0], True
         if tuple(s0.shape) != (n, batch, hs):
             raise ValueError(
                 f"{type(self).__name__}: {what} must have shape {(n, batch, hs)}"

@@ -125,15 +125,26 @@ def test_where_number_operand_and_error():
 
 # ----- getitem -------------------------------------------------------------------------------
 KEYS = [
-    1,
-    -1,
     np.s_[1:3],
-    np.s_[::-1, 2],
-    np.s_[..., 1],
-    np.s_[None, 0, :, ::2],
-    np.s_[1, 2, 3],
+    np.s_[::-1, 1:-1],
     np.s_[:, None, -2:],
     (Ellipsis,),
+    np.s_[..., ::2],
+]
+
+# SINGA's rule: an integer keeps its axis (size 1), the same as the one-element slice
+# on the right (written out by hand, so the test does not reuse the rule it checks)
+INT_KEYS = [
+    (1, np.s_[1:2]),
+    (-1, np.s_[2:3]),
+    (np.int64(-3), np.s_[0:1]),
+    (np.s_[::-1, 2], np.s_[::-1, 2:3]),
+    (np.s_[..., 1], np.s_[..., 1:2]),
+    (np.s_[None, 0, :, ::2], np.s_[None, 0:1, :, ::2]),
+    (np.s_[1, 2, 3], np.s_[1:2, 2:3, 3:4]),
+    (np.s_[-1, ..., -5], np.s_[2:3, ..., 0:1]),
+    (np.s_[:, [1, 1, 3], 0], np.s_[:, [1, 1, 3], 0:1]),
+    ((np.array([True, False, True]), -1), np.s_[[0, 2], 3:4]),
 ]
 
 
@@ -145,6 +156,25 @@ def test_getitem_basic(key):
     gradcheck(lambda x: x[key], [x])
 
 
+@pytest.mark.parametrize("key,same", INT_KEYS)
+def test_getitem_integer_keeps_its_axis(key, same):
+    x = randn(3, 4, 5)
+    y = const(x)[key]
+    assert y.shape == x[same].shape and y.ndim() == x[same].ndim
+    np.testing.assert_array_equal(y.to_numpy(), x[same])
+    np.testing.assert_array_equal(autograd.getitem(const(x), key).to_numpy(), x[same])
+    gradcheck(lambda x: x[key], [x])
+
+
+def test_getitem_integer_examples():
+    t = const(np.arange(12.0).reshape(3, 4))
+    assert t[1].shape == (1, 4) and t[1, 2].shape == (1, 1) and t[:, -1].shape == (3, 1)
+    assert t[1, 2].to_numpy().item() == 6.0
+    loss = Tensor(data=np.array([2.5], np.float32), requires_grad=False)
+    # SINGA's examples read a loss as tensor.to_numpy(loss[0])[0]
+    assert loss[0].shape == (1,) and loss[0].to_numpy()[0] == 2.5
+
+
 @pytest.mark.parametrize("key", [([0, 2, 0],), np.s_[:, [1, 1, 3]], (np.array([True, False, True]),)])
 def test_getitem_advanced_accumulates(key):
     x = randn(3, 4)
@@ -152,9 +182,10 @@ def test_getitem_advanced_accumulates(key):
     gradcheck(lambda x: x[key], [x])
 
 
-def test_getitem_index_error():
-    with pytest.raises(IndexError):
-        const(np.ones((2, 3)))[5]
+@pytest.mark.parametrize("key", [5, -3, (0, 3), np.s_[..., 7], (0, 0, 0)])
+def test_getitem_index_error(key):
+    with pytest.raises(IndexError, match="out of range|too many indices"):
+        const(np.ones((2, 3)))[key]
 
 
 # ----- GPU (cupy) path: the same operators compared with the CPU (skipped without a GPU) -----
@@ -165,6 +196,7 @@ def test_getitem_index_error():
         lambda x: autograd.gather(x, 1, [3, 0, 3, -1]),
         lambda x: autograd.where(x, 0.5, np.arange(5) % 2 == 0),
         lambda x: x[1:, None, [0, 2, 2], ::-2],
+        lambda x: x[1, ..., -1],
     ],
 )
 def test_gpu_matches_cpu(fn):

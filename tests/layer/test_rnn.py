@@ -7,6 +7,11 @@ from layer_helpers import param_gradcheck, t64
 from singa import autograd, layer
 
 
+def steps(x):
+    """SINGA's list form of a (seq, batch, input) tensor: x[t] keeps its axis (size 1)."""
+    return [autograd.squeeze(x[t], 0) for t in range(x.shape[0])]
+
+
 @pytest.fixture(autouse=True)
 def training():
     prev = autograd.training
@@ -134,11 +139,27 @@ def test_two_d_states_that_broadcast_to_batch_by_hidden(c0_shape):
         lstm([t64(s) for s in x], (t64(h0), t64(np.zeros((2, 3)))))
 
 
+def test_one_sample_steps_broadcast_against_batch_states():
+    # SINGA's char-rnn samples one character at a time with its (batch, H) training state:
+    # every state row meets the same input step
+    lstm = layer.LSTM(3, 4)
+    x = np.random.default_rng(21).standard_normal((2, 1, 3))
+    h0 = np.random.default_rng(22).standard_normal((5, 4))
+    c0 = np.random.default_rng(23).standard_normal((5, 4))
+    out, h, c = lstm([t64(s) for s in x], (t64(h0), t64(c0)))
+    assert h.shape == c.shape == (5, 4) and out[-1].shape == (5, 4)
+    _, h_ref, c_ref = reference(lstm, np.repeat(x, 5, axis=1), h0[None], c0[None])
+    np.testing.assert_allclose(h.to_numpy(), h_ref[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(c.to_numpy(), c_ref[0], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="h0 must have shape"):
+        lstm([t64(np.ones((2, 3)))], (t64(h0), t64(c0)))
+
+
 def test_gradcheck_broadcast_initial_state():
     x = np.random.default_rng(15).standard_normal((3, 2, 2))
     h0 = np.random.default_rng(16).standard_normal((2, 3))
     c0 = np.random.default_rng(17).standard_normal((2, 1))
-    param_gradcheck(layer.LSTM(2, 3), [x, h0, c0], call=lambda lay, x, h, c: lay(list(x), (h, c)))
+    param_gradcheck(layer.LSTM(2, 3), [x, h0, c0], call=lambda lay, x, h, c: lay(steps(x), (h, c)))
 
 
 def test_param_names_shapes_and_init():
@@ -185,4 +206,4 @@ def test_gradcheck_initial_states():
     h0 = np.random.default_rng(10).standard_normal((1, 2, 3))
     c0 = np.random.default_rng(11).standard_normal((1, 2, 3))
     param_gradcheck(layer.LSTM(2, 3), [x, h0, c0], call=lambda lay, x, h, c: lay(x, (h, c)))
-    param_gradcheck(layer.RNN(2, 3), [x, h0[0]], call=lambda lay, x, h: lay([x[0], x[1]], h))
+    param_gradcheck(layer.RNN(2, 3), [x, h0[0]], call=lambda lay, x, h: lay(steps(x), h))
