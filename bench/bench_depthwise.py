@@ -1,6 +1,7 @@
 """Depthwise convolution (``groups == channels``): the depthwise kernels of
-:mod:`singa.autograd.conv_depthwise` against the general grouped path of
-:class:`~singa.autograd.conv.Conv2d` they replace, and PyTorch, in one process.
+:mod:`singa.autograd.conv_depthwise` (``depthwise``: the compiled kernels; ``passes``:
+its elementwise passes, which serve cupy and float16) against the general grouped path
+of :class:`~singa.autograd.conv.Conv2d` they replace, and PyTorch, in one process.
 
 One step is forward + backward (dx and dW) of a 3x3 (or given) depthwise convolution
 with "same" padding, float32. The three variants alternate in blocks (``_harness.run_blocks``);
@@ -30,23 +31,26 @@ from singa import autograd, tensor  # noqa: E402
 DEFAULT_SHAPES = ("4x128x75", "4x256x38", "4x728x19", "8x32x112", "8x96x56")
 
 
-def singa_step(x: np.ndarray, w: np.ndarray, k: int, grouped: bool):
+def singa_step(x: np.ndarray, w: np.ndarray, k: int, grouped: bool, passes: bool = False):
     """A forward + backward step through ``autograd.conv2d``; ``grouped`` forces the
-    general grouped path."""
+    general grouped path, ``passes`` the depthwise elementwise passes (the cupy and
+    float16 kernels) instead of the compiled ones."""
     tx, tw = tensor.from_numpy(x), tensor.from_numpy(w)
     for t in (tx, tw):
         t.stores_grad = True
-    applies = depthwise.applies
+    applies, compiled = depthwise.applies, depthwise._compiled
 
     def step() -> None:
         if grouped:
             depthwise.applies = lambda *a: False
+        if passes:
+            depthwise._compiled = lambda *a: False
         try:
             y = autograd.conv2d(tx, tw, padding=k // 2, groups=x.shape[1])
             for _ in autograd.backward(autograd.sum(y)):
                 pass
         finally:
-            depthwise.applies = applies
+            depthwise.applies, depthwise._compiled = applies, compiled
 
     return step
 
@@ -88,6 +92,7 @@ def main() -> None:
         w = rng.standard_normal((c, 1, a.kernel, a.kernel), dtype=np.float32)
         steps = {
             "depthwise": singa_step(x, w, a.kernel, grouped=False),
+            "passes": singa_step(x, w, a.kernel, grouped=False, passes=True),
             "grouped": singa_step(x, w, a.kernel, grouped=True),
         }
         if torch is not None:

@@ -3,15 +3,16 @@ every channel has its own single filter (``groups == C == O``, filters (C, 1, kh
 as in separable convolutions (Xception, MobileNet).
 
 The grouped path of ``Conv2d`` makes kh*kw columns per pixel and multiplies one tiny
-(1 x kh*kw) @ (kh*kw x 1) product per channel; here the work is kh*kw elementwise
-passes over NHWC arrays instead, one per kernel offset:
+(1 x kh*kw) @ (kh*kw x 1) product per channel. Here, on numpy float32/float64 arrays,
+three numba kernels (:mod:`singa.autograd.jit`) walk the NHWC pixels once each, the
+channel axis innermost: forward ``y[p] = sum_k window_k(x)[p] * W[:, k]``, the weight
+gradient ``dW[:, k] = sum_p dy[p] * window_k(x)[p]`` and the input gradient
+``dxpad[window_k] += dy * W[:, k]``. For cupy and float16 the same sums are kh*kw
+elementwise passes, one per kernel offset k (a strided view of the padded input times
+one weight per channel, broadcast along the contiguous channel axis; with stride 1 a
+window's row is one contiguous run of OW*C values).
 
-- forward: ``y += window(a, b) * W[:, a, b]`` (a strided view of the padded input,
-  times one weight per channel, broadcast along the contiguous channel axis);
-- dW[:, a, b] = the sum over (N, OH, OW) of ``dy * window(a, b)``;
-- dx: ``dxpad[window(a, b)] += dy * W[:, a, b]``.
-
-The passes run over pieces of the batch (and of the output rows when one sample is
+Both kinds run over pieces of the batch (and of the output rows when one sample is
 large) of about ``_PIECE_BYTES``, so the arrays of a piece stay in the CPU's cache
 between offsets; pieces run on :func:`~singa.autograd.workers.run_pieces`' threads.
 Pieces depend only on the shapes, offsets are added in a fixed order and partial
@@ -24,9 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import singa.autograd.conv_geometry as cgeo
 from singa.autograd.buffers import scratch
 from singa.autograd.engine import array_module
+from singa.autograd.jit import kernel
 from singa.autograd.workers import run_pieces
 
 __all__ = ["applies", "forward", "backward"]
@@ -125,7 +129,14 @@ def forward(op: Any, x: Any, W: Any, b: Any = None) -> Any:
     xf, yf, wf = _flat(xh, geo), _flat(y, geo), _weights(xp, wk, geo)
     offsets = _offsets(geo, c)
 
+    jit = _compiled(xp, x.dtype)
+
     def piece(i0: int, i1: int, r0: int, r1: int) -> None:
+        if jit:
+            _forward_kernel(xh[i0:i1], wk, y[i0:i1, r0:r1], r0, kw, sh, *geo[3:6])
+            if b is not None:
+                y[i0:i1, r0:r1] += b.astype(y.dtype, copy=False)
+            return
         ys = yf[i0:i1, r0:r1]
         tmp = scratch(xp, ys.shape, ys.dtype)
         for k, rs, cs in offsets:
@@ -157,10 +168,15 @@ def _weight_grad(xp: Any, dyh: Any, xh: Any, geo: tuple, w_shape: tuple) -> Any:
     offsets = _offsets(geo, c)
     dyf, xf = _flat(dyh, geo), _flat(xh, geo)
 
+    jit = _compiled(xp, dyh.dtype)
+
     def piece(i0: int, i1: int, r0: int, r1: int) -> Any:
+        part = xp.empty((kh * kw, c), dyh.dtype)
+        if jit:
+            _weight_grad_kernel(dyh[i0:i1, r0:r1], xh[i0:i1], part, r0, kw, sh, *geo[3:6])
+            return part
         ds = dyf[i0:i1, r0:r1]
         tmp = scratch(xp, ds.shape, ds.dtype)
-        part = xp.empty((kh * kw, c), ds.dtype)
         for k, rs, cs in offsets:
             xp.multiply(ds, xf[i0:i1, _rows(rs, r0, r1, sh), cs], out=tmp)
             # summed over whole rows (long loops), then over the OW positions in a row
@@ -185,7 +201,12 @@ def _input_grad(xp: Any, dyh: Any, wk: Any, geo: tuple, x_shape: tuple, pads: tu
     offsets = _offsets(geo, c)
     dyf, dxf, wf = _flat(dyh, geo), _flat(dxh, geo), _weights(xp, wk, geo)
 
+    jit = _compiled(xp, dyh.dtype)
+
     def piece(i0: int, i1: int, _r0: int, _r1: int) -> None:
+        if jit:
+            _input_grad_kernel(dyh[i0:i1], wk, dxh[i0:i1], kw, *geo[2:6])
+            return
         ds = dyf[i0:i1]
         dxs = dxf[i0:i1]
         dxs[...] = 0
@@ -212,3 +233,58 @@ def backward(op: Any, dy: Any) -> tuple:
         return dx, dW
     db = dyh.reshape(-1, c).sum(axis=0) if op.needs_grad[2] else None
     return dx, dW, db
+
+
+# ----- compiled kernels (numpy float32/float64): one pass over memory per piece ----------
+def _compiled(xp: Any, dtype: Any) -> bool:
+    """Whether the numba kernels run (numpy arrays of float32 or float64; the elementwise
+    passes above serve cupy and float16)."""
+    return xp is np and dtype in (np.float32, np.float64)
+
+
+@kernel
+def _forward_kernel(xh, wk, y, r0, kw, sh, sw, dh, dw):  # pragma: no cover (compiled)
+    # y (n, rows, OW, C) = output rows r0.. of the samples of xh (n, Hp, Wp, C); wk (kh*kw, C)
+    n, rows, ow, c = y.shape
+    for s in range(n):
+        for i in range(rows):
+            for j in range(ow):
+                out = y[s, i, j]
+                out[:] = 0
+                for k in range(wk.shape[0]):
+                    xr = xh[s, (r0 + i) * sh + (k // kw) * dh, j * sw + (k % kw) * dw]
+                    wr = wk[k]
+                    for ch in range(c):
+                        out[ch] += xr[ch] * wr[ch]
+
+
+@kernel
+def _weight_grad_kernel(dy, xh, part, r0, kw, sh, sw, dh, dw):  # pragma: no cover (compiled)
+    # part (kh*kw, C) = sum over dy's pixels of dy times each offset's input
+    n, rows, ow, c = dy.shape
+    part[:] = 0
+    for s in range(n):
+        for i in range(rows):
+            for j in range(ow):
+                g = dy[s, i, j]
+                for k in range(part.shape[0]):
+                    xr = xh[s, (r0 + i) * sh + (k // kw) * dh, j * sw + (k % kw) * dw]
+                    acc = part[k]
+                    for ch in range(c):
+                        acc[ch] += g[ch] * xr[ch]
+
+
+@kernel
+def _input_grad_kernel(dy, wk, dxh, kw, sh, sw, dh, dw):  # pragma: no cover (compiled)
+    # dxh (n, Hp, Wp, C), zeroed here, += dy times each offset's weights at its windows
+    n, oh, ow, c = dy.shape
+    dxh[:] = 0
+    for s in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                g = dy[s, i, j]
+                for k in range(wk.shape[0]):
+                    dr = dxh[s, i * sh + (k // kw) * dh, j * sw + (k % kw) * dw]
+                    wr = wk[k]
+                    for ch in range(c):
+                        dr[ch] += g[ch] * wr[ch]

@@ -29,6 +29,14 @@ CONFIGS = [
 ]
 
 
+@pytest.fixture(params=["compiled", "passes"])
+def path(request, monkeypatch):
+    """Both kernels: numba's (numpy float32/64) and the elementwise passes (cupy, float16)."""
+    if request.param == "passes":
+        monkeypatch.setattr(depthwise, "_compiled", lambda xp, dtype: False)
+    return request.param
+
+
 def T(a, grad=True):
     return Tensor(data=a, dtype=a.dtype, requires_grad=grad, stores_grad=grad)
 
@@ -65,7 +73,7 @@ def test_applies_only_to_one_filter_per_channel():
 
 @pytest.mark.parametrize("cfg", CONFIGS)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_forward_matches_direct_loops(cfg, layout):
+def test_forward_matches_direct_loops(cfg, layout, path):
     x, w, b = make(cfg, np.random.default_rng(1))
     xin = nhwc(x) if layout == "nhwc" else x
     y = conv(T(xin, False), T(w), None if b is None else T(b), cfg)
@@ -75,7 +83,7 @@ def test_forward_matches_direct_loops(cfg, layout):
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)
-def test_gradcheck(cfg):
+def test_gradcheck(cfg, path):
     x, w, b = make(cfg, np.random.default_rng(2))
     if b is None:
         gradcheck(lambda x_, w_: conv(x_, w_, None, cfg), [x, w])
@@ -83,14 +91,14 @@ def test_gradcheck(cfg):
         gradcheck(lambda x_, w_, b_: conv(x_, w_, b_, cfg), [x, w, b])
 
 
-def test_gradcheck_nhwc_input_and_dy():
+def test_gradcheck_nhwc_input_and_dy(path):
     cfg = CONFIGS[0]
     x, w, b = make(cfg, np.random.default_rng(3))
     gradcheck(lambda x_, w_, b_: autograd.relu(conv(x_, w_, b_, cfg)), [nhwc(x), w, b])
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)
-def test_matches_the_grouped_path(cfg, monkeypatch):
+def test_matches_the_grouped_path(cfg, path, monkeypatch):
     rng = np.random.default_rng(4)
     x, w, b = make(cfg, rng, np.float32)
     y_ref = ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), cfg[5], groups=x.shape[1])
@@ -117,7 +125,7 @@ def test_frozen_parts_get_no_gradient_and_nothing_is_kept():
 
 
 @pytest.mark.parametrize("size", [6, 40])
-def test_results_do_not_depend_on_the_worker_count(size, monkeypatch):
+def test_results_do_not_depend_on_the_worker_count(size, path, monkeypatch):
     # size 40: one sample's output is larger than a piece, so pieces split rows too
     monkeypatch.setattr(depthwise, "_PIECE_BYTES", 4096)
     cfg = ((5, 8, size, size), (3, 3), True, 1, 1, 1)
@@ -131,6 +139,15 @@ def test_results_do_not_depend_on_the_worker_count(size, monkeypatch):
     for other in out[1:]:
         for a, c in zip(out[0], other):
             np.testing.assert_array_equal(a, c)
+
+
+def test_float16_runs_the_passes_in_float16():
+    cfg = CONFIGS[1]
+    x, w, b = make(cfg, np.random.default_rng(7))
+    y16 = conv(T(x.astype(np.float16), False), T(w.astype(np.float16)), None, cfg)
+    assert y16.dtype == np.float16
+    expect = ref_conv2d(x, w, None, cfg[3], pads_of(cfg[4]), cfg[5], groups=x.shape[1])
+    np.testing.assert_allclose(y16.to_numpy().astype(np.float64), expect, rtol=2e-2, atol=2e-2)
 
 
 def test_pieces_cover_the_output_in_order(monkeypatch):
