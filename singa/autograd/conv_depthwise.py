@@ -7,7 +7,8 @@ The grouped path of ``Conv2d`` makes kh*kw columns per pixel and multiplies one 
 three numba kernels (:mod:`singa.autograd.jit`) walk the NHWC pixels once each, the
 channel axis innermost: forward ``y[p] = sum_k window_k(x)[p] * W[:, k]``, the weight
 gradient ``dW[:, k] = sum_p dy[p] * window_k(x)[p]`` and the input gradient
-``dxpad[window_k] += dy * W[:, k]``. For cupy and float16 the same sums are kh*kw
+``dxpad[window_k] += dy * W[:, k]`` (float16 arrays are computed in float32, as
+numba has no float16). For cupy the same sums are kh*kw
 elementwise passes, one per kernel offset k (a strided view of the padded input times
 one weight per channel, broadcast along the contiguous channel axis; with stride 1 a
 window's row is one contiguous run of OW*C values).
@@ -120,6 +121,9 @@ def forward(op: Any, x: Any, W: Any, b: Any = None) -> Any:
     """y = depthwise conv(x, W) + b for a Conv2d ``op`` (see :func:`applies`); caches
     what :func:`backward` needs when ``op.requires_grad``."""
     xp = array_module(x)
+    if xp is np and x.dtype == np.float16:  # numba has no float16: compute in float32
+        b32 = None if b is None else b.astype(np.float32)
+        return forward(op, x.astype(np.float32), W.astype(np.float32), b32).astype(np.float16)
     n, c = x.shape[:2]
     geo = _geometry(op, x.shape)
     kh, kw, sh, _, _, _, oh, ow = geo
@@ -223,6 +227,9 @@ def backward(op: Any, dy: Any) -> tuple:
     """(dx, dW[, db]) of a Conv2d ``op`` whose forward ran :func:`forward`."""
     _, x_shape, xh, wk = op.cache
     xp = array_module(dy)
+    if xp is np and dy.dtype == np.float16:  # forward computed in float32
+        grads = backward(op, dy.astype(np.float32))
+        return tuple(None if g is None else g.astype(np.float16) for g in grads)
     c = x_shape[1]
     geo = _geometry(op, x_shape)
     kh, kw = geo[:2]
@@ -238,7 +245,7 @@ def backward(op: Any, dy: Any) -> tuple:
 # ----- compiled kernels (numpy float32/float64): one pass over memory per piece ----------
 def _compiled(xp: Any, dtype: Any) -> bool:
     """Whether the numba kernels run (numpy arrays of float32 or float64; the elementwise
-    passes above serve cupy and float16)."""
+    passes above serve cupy)."""
     return xp is np and dtype in (np.float32, np.float64)
 
 

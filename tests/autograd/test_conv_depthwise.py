@@ -141,13 +141,23 @@ def test_results_do_not_depend_on_the_worker_count(size, path, monkeypatch):
             np.testing.assert_array_equal(a, c)
 
 
-def test_float16_runs_the_passes_in_float16():
+def test_float16_is_computed_in_float32(path):
     cfg = CONFIGS[1]
     x, w, b = make(cfg, np.random.default_rng(7))
-    y16 = conv(T(x.astype(np.float16), False), T(w.astype(np.float16)), None, cfg)
+    x16, w16 = x.astype(np.float16), w.astype(np.float16)
+    tx, tw = T(x16), T(w16)
+    y16 = conv(tx, tw, None, cfg)
     assert y16.dtype == np.float16
-    expect = ref_conv2d(x, w, None, cfg[3], pads_of(cfg[4]), cfg[5], groups=x.shape[1])
-    np.testing.assert_allclose(y16.to_numpy().astype(np.float64), expect, rtol=2e-2, atol=2e-2)
+    expect = ref_conv2d(
+        x16.astype(np.float64), w16.astype(np.float64), None, *cfg[3:4], pads_of(cfg[4]), cfg[5], 5
+    )
+    np.testing.assert_allclose(y16.to_numpy(), expect.astype(np.float16), rtol=1e-3, atol=1e-3)
+    g = autograd.gradients(y16, np.ones(y16.shape, np.float16))
+    assert g[tx].dtype == g[tw].dtype == np.float16
+    dw = forward_and_grads(
+        cfg, x16.astype(np.float32), w16.astype(np.float32), None, np.ones(y16.shape, np.float32)
+    )[2]
+    np.testing.assert_array_equal(g[tw].to_numpy(), dw.astype(np.float16))
 
 
 def test_pieces_cover_the_output_in_order(monkeypatch):
