@@ -186,3 +186,60 @@ def test_values_and_dtype_match_the_walker(dtype):
     ((p, g),) = autograd.backward(autograd.sum(y))
     assert direct.dtype == g.dtype == dtype
     np.testing.assert_array_equal(np.asarray(direct), g.to_numpy())
+
+
+def test_a_training_step_makes_no_viewing_call(monkeypatch):
+    """The views cost the walker nothing: a conv/pool/linear training step (forward,
+    backward, SGD update) never calls the viewing code; a direct call does, once."""
+    from singa import opt
+    from singa.autograd import engine
+
+    calls = []
+    real = engine.gradient_views
+    monkeypatch.setattr(engine, "gradient_views", lambda r: calls.append(1) or real(r))
+    rng = np.random.default_rng(0)
+    x = Tensor(data=rng.standard_normal((2, 1, 6, 6)), dtype=np.float64, requires_grad=False)
+    w = param(rng.standard_normal((3, 1, 3, 3)))
+    fc = param(rng.standard_normal((12, 2)))
+    t = Tensor(data=np.array([0, 1]), dtype=np.int64, requires_grad=False)
+    h = autograd.max_pool_2d(autograd.relu(autograd.conv2d(x, w, padding=1)), 3)
+    loss = autograd.softmax_cross_entropy(autograd.matmul(autograd.flatten(h), fc), t)
+    before = w.to_numpy()
+    opt.SGD(0.1)(loss)
+    assert calls == [] and not np.array_equal(w.to_numpy(), before)
+    y = autograd.relu(w)
+    y.creator.backward(np.ones(w.shape))
+    assert calls == [1]
+
+
+def _f32(*shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tensor.from_numpy(a)  # requires a gradient, stores none: as SINGA's tests make them
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: autograd.conv2d(_f32(2, 3, 5, 5), _f32(4, 3, 3, 3), _f32(4), padding=1),
+        lambda: autograd.max_pool_2d(_f32(1, 2, 4, 4), 2),
+        lambda: autograd.add_bias(_f32(3, 4), _f32(4)),
+        lambda: autograd.split(_f32(4, 6), 1, [2, 4]),
+        lambda: autograd.mse_loss(_f32(3, 2), _f32(3, 2, seed=1)),
+        lambda: autograd.softmax_cross_entropy(_f32(3, 4), tensor.from_numpy(np.eye(4, dtype=np.float32)[:3])),
+    ],
+    ids=["conv2d", "max_pool_2d", "add_bias", "split", "mse_loss", "softmax_cross_entropy"],
+)
+def test_singa_style_direct_calls_read_shape_as_a_method(make):
+    """SINGA's test pattern: ``dxs = y.creator.backward(dy.data)``, then each ``dx.shape()``
+    equals its input's shape (loss operators' ``backward()`` defaults dy to 1)."""
+    ys = make()
+    ys = ys if isinstance(ys, tuple) else (ys,)
+    op = ys[0].creator
+    dys = [np.ones(y.shape, np.float32) for y in ys]
+    out = op.backward() if ys[0].size() == 1 else op.backward(*dys)
+    grads = out if isinstance(out, tuple) else (out,)
+    inputs = [s[2] for s in op.src][: len(grads)]
+    assert grads and all(type(g) is GradientArray for g in grads if g is not None)
+    for g, x in zip(grads, inputs):
+        if g is not None and x is not None:
+            assert g.shape() == tuple(x.shape) and g.dtype == np.float32
