@@ -225,7 +225,9 @@ def _f32(*shape, seed=0):
         lambda: autograd.add_bias(_f32(3, 4), _f32(4)),
         lambda: autograd.split(_f32(4, 6), 1, [2, 4]),
         lambda: autograd.mse_loss(_f32(3, 2), _f32(3, 2, seed=1)),
-        lambda: autograd.softmax_cross_entropy(_f32(3, 4), tensor.from_numpy(np.eye(4, dtype=np.float32)[:3])),
+        lambda: autograd.softmax_cross_entropy(
+            _f32(3, 4), tensor.from_numpy(np.eye(4, dtype=np.float32)[:3])
+        ),
     ],
     ids=["conv2d", "max_pool_2d", "add_bias", "split", "mse_loss", "softmax_cross_entropy"],
 )
