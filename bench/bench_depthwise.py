@@ -66,14 +66,15 @@ def torch_step(torch, x: np.ndarray, w: np.ndarray, k: int):
     return step
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; prints one row per shape and variant."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), help="NxCxH (H = W)")
     p.add_argument("--kernel", type=int, default=3)
     p.add_argument("--reps", type=int, default=5, help="rounds of blocks")
     p.add_argument("--block", type=int, default=3, help="timed steps per block")
     p.add_argument("--no-torch", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count() or 1
     torch_version = load_torch(threads, a.no_torch)
     torch = None
@@ -100,7 +101,8 @@ def main() -> None:
         timings = run_blocks(steps, a.reps, a.block)
         for key, t in timings.items():
             print(f"{shape:>12} {key:>10} {ms(t.median):>10} {ms(t.minimum):>8} {ms(t.cpu_median):>8}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

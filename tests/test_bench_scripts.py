@@ -17,6 +17,7 @@ sys.path.insert(0, BENCH)
 
 import _harness  # noqa: E402
 import _rss_child  # noqa: E402
+import bench_depthwise  # noqa: E402
 import bench_graph  # noqa: E402
 import bench_scaling  # noqa: E402
 import bench_train  # noqa: E402
@@ -169,3 +170,13 @@ def test_bench_e2e_recipe_is_singa_train_default():
         "weight_decay": 0.0,
         "eval_batch_size": 256,
     }
+
+
+def test_bench_depthwise_rows(capsys):
+    assert (
+        bench_depthwise.main(["--shapes", "1x3x6", "2x4x5", "--reps", "1", "--block", "1", "--no-torch"]) == 0
+    )
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")][1:]
+    assert [(r[0], r[1]) for r in rows] == [
+        (s, v) for s in ("1x3x6", "2x4x5") for v in ("depthwise", "passes", "grouped")
+    ]
