@@ -180,21 +180,25 @@ class OnnxGraph:
     def cut(self, last_layers: int | None) -> int | None:
         """The index of the last node to run for SINGA's ``last_layers`` (None: all).
 
-        ``last_layers`` counts layers, the nodes other than Constant, as a Python
-        slice end: the layers ``layers[:last_layers]`` run (``-1``: all but the last,
-        ``k > 0``: the first k); None or the number of layers runs the whole graph."""
+        SINGA's rule (its ``SingaRep.run``): layers are the nodes other than Constant,
+        and ``last_layers`` is the index of the last layer run, ``layers[:k + 1]``; a
+        negative ``k`` counts as ``k + 1 + n``, so ``-2`` runs every layer and ``-3`` all
+        but the last (SINGA's transfer-learning example cuts a classifier off with
+        ``-3``). ``-1`` runs every layer, as SINGA's documentation says (its code reduces
+        ``k + 1`` modulo n and runs only the first layer: a bug not followed)."""
         if last_layers is None:
             return None
         n = len(self.layers)
         if isinstance(last_layers, bool) or not isinstance(last_layers, int | np.integer):
             raise TypeError(f"ONNX run: last_layers must be an int, got {type(last_layers).__name__}")
-        k = int(last_layers) if last_layers >= 0 else n + int(last_layers)
-        if not 1 <= k <= n:
+        k = int(last_layers)
+        last = k if k >= 0 else (n - 1 if k == -1 else k + 1 + n)
+        if not 0 <= last < n:
             raise ValueError(
-                f"ONNX run: last_layers={last_layers} leaves no layer to run: the graph has {n} layers "
-                f"(nodes other than Constant), give 1..{n} or -1..-{n - 1}"
+                f"ONNX run: last_layers={last_layers} is out of range: the graph has {n} layers "
+                f"(nodes other than Constant), give 0..{n - 1} or -1..-{n + 1}"
             )
-        return None if k == n else self.layers[k - 1]
+        return None if last == n - 1 else self.layers[last]
 
     def run(
         self,
@@ -338,11 +342,11 @@ class SingaRep(BackendRep):
     ) -> list:
         """Run inference; returns the outputs as a list (Tensors or numpy arrays).
 
-        As SINGA's ``SingaRep.run``: ``last_layers`` runs the model until its last
-        layers, ``layers[:last_layers]`` (layers: the nodes other than Constant;
-        ``-1`` drops the last one) and returns the outputs of the last layer run in
-        place of the graph outputs; ``aux_output`` names intermediate values to
-        append."""
+        As SINGA's ``SingaRep.run``: ``last_layers`` runs the model up to a layer
+        (the index of the last layer run, layers being the nodes other than Constant;
+        ``-3`` drops the last one, see :meth:`OnnxGraph.cut`) and returns the outputs of
+        the last layer run in place of the graph outputs; ``aux_output`` names
+        intermediate values to append."""
         feeds, as_tensors = _feeds(self.graph, inputs, self.device)
         stop = self.graph.cut(last_layers)
         if self.use_graph:

@@ -21,7 +21,7 @@ Example::
     m.save_states("finetuned.zip")
 
 SINGA's subclass pattern works as it is: ``forward`` returns ``super().forward(*x)[0]``
-(or ``super().forward(*x, last_layers=-1)[0]`` to cut the last layer off and put a new
+(or ``super().forward(*x, last_layers=-3)[0]`` to cut the last layer off and put a new
 head on), ``train_one_batch`` computes the loss and calls ``self.optimizer(loss)``.
 """
 
@@ -145,10 +145,12 @@ class SONNXModel(Model):
         subclass's forward returns ``super().forward(*x)[0]``).
 
         Args:
-            last_layers: run the model until its last layers (transfer learning):
-                ``layers[:last_layers]``, layers being the nodes other than Constant,
-                so ``-1`` drops the last layer; the outputs of the last layer run are
-                returned in place of the graph outputs. None runs everything.
+            last_layers: run the model up to a layer (transfer learning), SINGA's
+                rule: the index of the last layer run, layers being the nodes other
+                than Constant; a negative index counts as ``k + 1 + n``, so ``-3``
+                drops the last layer (``-1`` and ``-2`` run them all). The outputs of
+                the last layer run are returned in place of the graph outputs. None
+                runs everything.
             aux_output: names of intermediate ONNX values to return as well (appended).
         """
         if len(inputs) != len(self.input_names):

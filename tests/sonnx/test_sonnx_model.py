@@ -122,7 +122,8 @@ def test_default_train_one_batch_still_works():
     assert losses[-1] < float(loss)
 
 
-@pytest.mark.parametrize("last_layers,index", [(-1, 4), (-2, 3), (-4, 1), (3, 2), (1, 0)])
+# SINGA's rule: the index of the last layer run; negative k counts as k + 1 + n (n = 6)
+@pytest.mark.parametrize("last_layers,index", [(-3, 4), (-4, 3), (-6, 1), (-7, 0), (3, 3), (1, 1), (0, 0)])
 def test_last_layers_returns_the_output_of_the_last_layer_run(last_layers, index):
     m = exported()
     names = layer_outputs(m)
@@ -144,8 +145,9 @@ def test_last_layers_with_aux_output_and_the_full_count():
     x = rand((2, 8))
     full = sonnx.prepare(m).run([x])
     rep = sonnx.prepare(m)
-    np.testing.assert_array_equal(rep.run([x], last_layers=6)[0], full[0])  # all layers: the graph outputs
-    cut, relu = rep.run([x], last_layers=-2, aux_output=(names[1],))
+    for whole in (5, -1, -2):  # every layer: the graph outputs (-1 as SINGA's documentation says)
+        np.testing.assert_array_equal(rep.run([x], last_layers=whole)[0], full[0])
+    cut, relu = rep.run([x], last_layers=-4, aux_output=(names[1],))
     want_cut, want_relu = session(with_outputs(m, [names[3], names[1]])).run(None, {"input": x})
     np.testing.assert_allclose(cut, want_cut, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(relu, want_relu, rtol=1e-5, atol=1e-6)
@@ -153,12 +155,12 @@ def test_last_layers_with_aux_output_and_the_full_count():
         rep.run([x], last_layers=2, aux_output=(names[3],))
 
 
-@pytest.mark.parametrize("bad", [0, -6, 7, -20])
+@pytest.mark.parametrize("bad", [6, 7, -8, -20])
 def test_bad_last_layers_is_a_clear_error(bad):
     sm = sonnx.SONNXModel(exported())
     sm.eval()
     with pytest.raises(
-        ValueError, match=rf"last_layers={bad} leaves no layer to run: the graph has 6 layers"
+        ValueError, match=rf"last_layers={bad} is out of range: the graph has 6 layers .*0\.\.5 or -1\.\.-7"
     ):
         sm(tensor.from_numpy(rand((2, 8))), last_layers=bad)
     with pytest.raises(TypeError, match="last_layers must be an int"):
@@ -174,7 +176,7 @@ def test_transfer_learning_with_last_layers():
             self.linear = layer.Linear(5)
 
         def forward(self, *x):
-            y = super().forward(*x, last_layers=-1)[0]  # the features before fc2 (one Gemm)
+            y = super().forward(*x, last_layers=-3)[0]  # the features before fc2 (one Gemm)
             return self.linear(y)
 
         def train_one_batch(self, x, y):
@@ -206,14 +208,14 @@ def test_graph_mode_with_last_layers_matches_eager():
         sm = sonnx.SONNXModel(m)
         sm.compile([x], is_train=False, use_graph=graph)
         sm.eval()
-        outs.append([sm(x, last_layers=-1)[0].to_numpy() for _ in range(2)])
+        outs.append([sm(x, last_layers=-3)[0].to_numpy() for _ in range(2)])
     np.testing.assert_allclose(outs[1][1], outs[0][0], rtol=1e-6)
 
 
 def test_onnx_model_is_unchanged():
     m = exported()
     before = m.SerializeToString()
-    sonnx.SONNXModel(m).forward(tensor.from_numpy(rand((2, 8))), last_layers=-1)
+    sonnx.SONNXModel(m).forward(tensor.from_numpy(rand((2, 8))), last_layers=-3)
     assert m.SerializeToString() == before
     onnx.checker.check_model(m)
 
