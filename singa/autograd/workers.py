@@ -30,7 +30,7 @@ import numpy as np
 
 from singa.autograd import blas_threads
 
-__all__ = ["worker_count", "run_pieces", "even_pieces"]
+__all__ = ["worker_count", "run_pieces", "even_pieces", "work_pieces", "PIECE_WORK", "MAX_PIECES"]
 
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
@@ -97,3 +97,18 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
         if e is not None:
             raise e
     return [f.result() for f in futures]
+
+
+#: elements read and written per piece below which :func:`work_pieces` does not split:
+#: about 50 us of a memory-bound pass, the order of the pool's hand-off
+PIECE_WORK = 1 << 19
+#: at most this many pieces per kernel (a few more than two cores, so that a core slowed
+#: by other work takes fewer)
+MAX_PIECES = 4
+
+
+def work_pieces(n: int, work: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into pieces for a kernel touching ``work`` elements in all:
+    one piece per :data:`PIECE_WORK` elements, at most :data:`MAX_PIECES`. Depends on
+    the sizes only, never on the worker count."""
+    return even_pieces(n, max(1, min(MAX_PIECES, work // PIECE_WORK)))
