@@ -128,6 +128,7 @@ def _layout(x: Any) -> _ChannelMajor:
 # dtype over at most _BLOCK rows, then added up in float64 per channel, per piece, and
 # the pieces' sums in piece order: the same bits with one worker or several.
 _BLOCK = 64
+_SHIFT_ROWS = 8
 
 
 def _kernel_rows(lay: _ChannelMajor, a: Any) -> Any:
@@ -291,9 +292,10 @@ class BatchNorm2d(Operation):
         dt = x2.dtype
         pieces = _pieces(lay)
         if self.training:
-            # statistics of x - k, k the first value of each channel: one pass, and as
-            # accurate as centring first unless a channel's first value is far out
-            k = x2[0].reshape(lay.blocks)[0, :, 0].astype(np.float64)
+            # statistics of x - k in one pass, k each channel's mean over the first few
+            # samples: close to the batch mean, so the sums stay as accurate as centred ones
+            first = x2[: min(lay.n, _SHIFT_ROWS)].reshape(-1, *lay.blocks)
+            k = first.mean(axis=(0, 1, 3), dtype=np.float64)
             k_row = lay.spread(k, dt)[0]
             sums = _run_sums(x2, k_row, x2, k_row, lay, pieces)
             shift = sums[0] / count
