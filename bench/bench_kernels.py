@@ -20,9 +20,12 @@ time (``process_time``, all threads), and the bits of the two worker counts comp
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -58,10 +61,13 @@ def operators(tree: str | None) -> dict:
     """family -> a maker of a fresh operator, from this tree or ``tree``'s files."""
     mods = {"bn": normalization, "relu": activation, "pool": pooling}
     if tree:
+        # loaded from copies in a scratch folder: numba caches compiled kernels beside the
+        # source under the module's name, which must not leak into the baseline tree
+        scratch = tempfile.mkdtemp(prefix="bench_kernels_")
+        atexit.register(shutil.rmtree, scratch, True)
         for fam, name in FILES.items():
-            spec = importlib.util.spec_from_file_location(
-                f"baseline_{fam}", os.path.join(tree, "singa/autograd", name)
-            )
+            path = shutil.copy(os.path.join(tree, "singa/autograd", name), os.path.join(scratch, name))
+            spec = importlib.util.spec_from_file_location(f"baseline_{fam}", path)
             mods[fam] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # numba's cache
             spec.loader.exec_module(mods[fam])
     return {
