@@ -15,6 +15,12 @@ time (``process_time``, all threads), and the bits of the two worker counts comp
     git archive <commit> singa | tar -x -C /tmp/base       # a baseline tree
     python bench/bench_kernels.py --baseline /tmp/base --reps 8
     OMP_NUM_THREADS=1 python bench/bench_kernels.py        # BLAS on one thread
+    python bench/bench_kernels.py --baseline /tmp/base --steps cnn,resnet20 --reps 5 --calls 4
+
+``--steps``: whole graph training steps (``bench_graph.singa_step``, batch 64) instead,
+one model traced with the baseline's BatchNorm, ReLU and MaxPool operators (``base``,
+the rest of the step as in this tree, 2 workers) and one with this tree's, run with one
+and two workers; ``--calls`` steps per block.
 """
 
 from __future__ import annotations
@@ -106,18 +112,72 @@ def with_workers(call, count: int):
     return run
 
 
+def graph_step(name: str, classes: dict | None):
+    """A traced graph training step of zoo model ``name`` (``bench_graph.singa_step``),
+    with ``classes`` (family -> operator class) standing in for this tree's while it
+    is traced; the replay keeps the operators it traced."""
+    from bench_graph import singa_step
+
+    mods = {
+        "bn": (normalization, "BatchNorm2d"),
+        "relu": (activation, "ReLU"),
+        "pool": (pooling, "MaxPool2d"),
+    }
+    saved = {fam: getattr(mod, attr) for fam, (mod, attr) in mods.items()}
+    try:
+        for fam, cls in (classes or {}).items():
+            setattr(mods[fam][0], mods[fam][1], cls)
+        step, _ = singa_step(name, "graph", 64)
+        step()
+    finally:
+        for fam, (mod, attr) in mods.items():
+            setattr(mod, attr, saved[fam])
+    return step
+
+
+def step_blocks(names: list[str], tree: str | None) -> dict:
+    """(model, variant) -> step: this tree's operators with 1 and 2 workers, and the
+    baseline's (with 2 workers for the rest of the step) when ``tree`` is given."""
+    steps = {}
+    base = operators(tree) if tree else None
+    for name in names:
+        if base:
+            classes = {fam: type(make()) for fam, make in base.items()}
+            steps[(name, "base")] = with_workers(graph_step(name, classes), 2)
+        new = graph_step(name, None)
+        steps[(name, "w1")] = with_workers(new, 1)
+        steps[(name, "w2")] = with_workers(new, 2)
+    return steps
+
+
+def step_main(args: argparse.Namespace) -> int:
+    """``--steps``: graph training steps, alternating blocks."""
+    steps = step_blocks(args.steps.split(","), args.baseline)
+    timings = run_blocks(steps, args.reps, args.calls, warmup=1, pause=0.3)
+    print(f"{'graph step':12s} {'variant':8s} {'median':>9s} {'min':>9s} {'CPU':>9s}  (ms)")
+    for (name, variant), t in timings.items():
+        print(
+            f"{name:12s} {variant:8s} {t.median * 1e3:9.1f} {t.minimum * 1e3:9.1f} {t.cpu_median * 1e3:9.1f}"
+        )
+    print(f"end: {uptime()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", help="a checkout whose operators run as 'base' (w1 and w2 as set)")
     ap.add_argument("--reps", type=int, default=6, help="rounds of blocks")
     ap.add_argument("--calls", type=int, default=10, help="timed calls per block")
     ap.add_argument("--pause", type=float, default=0.05, help="seconds between blocks")
+    ap.add_argument("--steps", help="instead: graph training steps of these zoo models, e.g. cnn,resnet20")
     args = ap.parse_args(argv)
     print(f"start: {uptime()}")
     print(
         f"numpy {np.__version__}, workers {workers.worker_count()}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     )
+    if args.steps:
+        return step_main(args)
     rng = np.random.default_rng(0)
     new = operators(None)
     base = operators(args.baseline) if args.baseline else None
