@@ -58,7 +58,7 @@ class ReLU(Operation):
         out = pooled_out(xp, x)  # pooled: no fresh pages each step
         if _compiled(x):
             y = out if out is not None else np.empty_like(x)
-            _run_flat(_relu, y, x)
+            workers.run_flat(_relu, y, x)
         else:
             y = xp.maximum(x, 0, out=out)
         if self.requires_grad:
@@ -71,12 +71,12 @@ class ReLU(Operation):
         if not _compiled(dy):
             return xp.multiply(dy, self.cache > 0, out=out)
         dx = out if out is not None else np.empty_like(dy)
-        _run_flat(_relu_grad, dx, dy, self.cache)
+        workers.run_flat(_relu_grad, dx, dy, self.cache)
         return dx
 
     def _forward_into_x(self, x):
         if _compiled(x):
-            _run_flat(_relu, x, x)
+            workers.run_flat(_relu, x, x)
         else:
             array_module(x).maximum(x, 0, out=x)
         if self.requires_grad:
@@ -85,7 +85,7 @@ class ReLU(Operation):
 
     def _backward_into_dy(self, dy):
         if _compiled(dy):
-            _run_flat(_relu_grad, dy, dy, self.cache)
+            workers.run_flat(_relu_grad, dy, dy, self.cache)
         else:
             dy *= self.cache > 0
         return dy
@@ -97,41 +97,12 @@ class ReLU(Operation):
 # ----- the CPU ReLU kernels (numba) --------------------------------------------------------
 # One pass each, where numpy's maximum ran about 5x slower than a plain loop on this
 # machine's AVX2 (0.78 against 0.14 ms on 2**20 float32 values, one thread) and the
-# backward made a boolean mask first (0.5-0.8 against 0.22-0.27 ms); both split into
-# pieces of memory for the worker threads. Results are numpy's bit for bit: NaN stays
-# NaN, -0.0 becomes 0, dy * (y > 0) keeps the sign of a zero product.
+# backward made a boolean mask first (0.5-0.8 against 0.22-0.27 ms); both run over
+# pieces of memory on the worker threads (:func:`workers.run_flat`). Results are
+# numpy's bit for bit: NaN stays NaN, -0.0 becomes 0, dy * (y > 0) keeps the sign of a
+# zero product.
 def _compiled(a: Any) -> bool:
     return isinstance(a, np.ndarray) and a.dtype.kind in "fiu" and a.dtype != np.float16
-
-
-def _memory_flat(a: Any) -> Any:
-    """A 1-D view of ``a``'s elements in memory order, or None when ``a`` is not dense."""
-    t = a.transpose(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
-    return t.reshape(-1) if t.flags.c_contiguous else None
-
-
-def _flat(a: Any, like: Any) -> Any:
-    """``a``'s elements as a 1-D array in the memory order of the dense array ``like``
-    (a view when ``a`` is laid out as ``like``, else a copy)."""
-    f = _memory_flat(a) if a.strides == like.strides else None
-    if f is None:
-        f = np.empty_like(like, dtype=a.dtype)
-        np.copyto(f, a)
-        f = _memory_flat(f)
-    return f
-
-
-def _run_flat(fn: Any, out: Any, *arrays: Any) -> None:
-    """``fn(*pieces of arrays, piece of out)`` over pieces of memory (through a dense
-    copy when ``out`` is not dense)."""
-    o = _memory_flat(out)
-    dense = out if o is not None else np.empty_like(out)
-    o = o if o is not None else _memory_flat(dense)
-    flats = [_flat(a, dense) for a in arrays]
-    n = o.size
-    workers.run_pieces(lambda i, j: fn(*[f[i:j] for f in flats], o[i:j]), workers.work_pieces(n, 2 * n))
-    if dense is not out:
-        np.copyto(out, dense)
 
 
 @kernel

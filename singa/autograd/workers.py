@@ -30,7 +30,7 @@ import numpy as np
 
 from singa.autograd import blas_threads
 
-__all__ = ["worker_count", "run_pieces", "even_pieces", "work_pieces", "PIECE_WORK", "MAX_PIECES"]
+__all__ = ["worker_count", "run_pieces", "run_flat", "even_pieces", "work_pieces", "PIECE_WORK", "MAX_PIECES"]
 
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
@@ -112,3 +112,36 @@ def work_pieces(n: int, work: int) -> list[tuple[int, int]]:
     one piece per :data:`PIECE_WORK` elements, at most :data:`MAX_PIECES`. Depends on
     the sizes only, never on the worker count."""
     return even_pieces(n, max(1, min(MAX_PIECES, work // PIECE_WORK)))
+
+
+def _memory_flat(a: Any) -> Any:
+    """A 1-D view of ``a``'s elements in memory order, or None when ``a`` is not dense."""
+    t = a.transpose(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
+    return t.reshape(-1) if t.flags.c_contiguous else None
+
+
+def _flat_like(a: Any, like: Any) -> Any:
+    """``a``'s elements as a 1-D array in the memory order of the dense array ``like``
+    (a view when ``a`` is laid out as ``like``, else a copy)."""
+    f = _memory_flat(a) if a.strides == like.strides else None
+    if f is None:
+        f = np.empty_like(like, dtype=a.dtype)
+        np.copyto(f, a)
+        f = _memory_flat(f)
+    return f
+
+
+def run_flat(fn: Callable[..., Any], out: Any, *arrays: Any) -> None:
+    """An elementwise kernel over pieces of memory: ``fn(*pieces, out_piece)`` on 1-D
+    pieces of numpy ``arrays`` and ``out`` (all of ``out``'s shape) in ``out``'s memory
+    order, on the worker threads (:func:`work_pieces`, two elements touched per
+    element). An input laid out otherwise is copied into that order first; an ``out``
+    that is not dense is computed through a dense copy."""
+    o = _memory_flat(out)
+    dense = out if o is not None else np.empty_like(out)
+    o = o if o is not None else _memory_flat(dense)
+    flats = [_flat_like(a, dense) for a in arrays]
+    n = o.size
+    run_pieces(lambda i, j: fn(*[f[i:j] for f in flats], o[i:j]), work_pieces(n, 2 * n))
+    if dense is not out:
+        np.copyto(out, dense)
