@@ -21,6 +21,7 @@ in the calling thread.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -80,23 +81,44 @@ def even_pieces(n: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def _take_pieces(fn: Callable[..., Any], pieces: Sequence[Any], results: list, ticket: Any) -> None:
+    """Run the pieces whose numbers ``ticket`` hands out until none is left, keeping
+    ``(True, result)`` or ``(False, exception)`` at each piece's place."""
+    for i in ticket:
+        if i >= len(pieces):
+            return
+        try:
+            results[i] = (True, fn(*pieces[i]))
+        except BaseException as e:  # raised in the caller, in piece order
+            results[i] = (False, e)
+
+
 def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> list:
     """``[fn(*p) for p in pieces]``, the calls spread over :func:`worker_count`
-    threads with BLAS on one thread each while they run (numpy only: with cupy, one
-    worker, or one piece, the calls run inline in order). The results come back in
-    piece order; an exception in a piece is raised here after every piece has ended."""
+    threads (the calling one and ``worker_count() - 1`` pool threads, each taking the
+    next piece when it is free) with BLAS on one thread each while they run (numpy
+    only: with cupy, one worker, or one piece, the calls run inline in order). The
+    results come back in piece order; an exception in a piece is raised here after
+    every piece has ended."""
     workers = worker_count()
     if xp is not np or workers < 2 or len(pieces) < 2:
         return [fn(*p) for p in pieces]
     if not _pool:
-        _pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="singa-worker"))
+        _pool.append(ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="singa-worker"))
+    results: list = [None] * len(pieces)
+    ticket = itertools.count()  # next() on it is atomic under the GIL
     with blas_threads.limit(1):
-        futures = [_pool[0].submit(fn, *p) for p in pieces]
-        errors = [f.exception() for f in futures]
-    for e in errors:
-        if e is not None:
-            raise e
-    return [f.result() for f in futures]
+        helpers = [
+            _pool[0].submit(_take_pieces, fn, pieces, results, ticket)
+            for _ in range(min(workers, len(pieces)) - 1)
+        ]
+        _take_pieces(fn, pieces, results, ticket)
+        for h in helpers:
+            h.result()
+    for ok, value in results:
+        if not ok:
+            raise value
+    return [value for _, value in results]
 
 
 #: elements read and written per piece below which :func:`work_pieces` does not split:

@@ -24,7 +24,7 @@ def test_results_come_back_in_piece_order(monkeypatch):
 
     out = workers.run_pieces(piece, workers.even_pieces(1000, 7))
     assert out == [np.arange(a, b).sum() for a, b in workers.even_pieces(1000, 7)]
-    assert all(name.startswith("singa-worker") for name in seen)
+    assert seen <= {threading.current_thread().name} | {f"singa-worker_{i}" for i in range(4)}
 
 
 def test_one_worker_runs_inline(monkeypatch):
@@ -103,3 +103,15 @@ def test_run_flat_pieces_follow_the_outputs_memory_order(monkeypatch, layout):
         assert len(seen) == workers.MAX_PIECES and sum(seen) == a.size
     if layout == "strided_out":
         assert np.array_equal(full[:, :, ::2], 2.0 * a + b) and not full[:, :, 1::2].any()
+
+
+def test_two_workers_run_two_pieces_at_the_same_time(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    both_here = threading.Barrier(2, timeout=30)  # broken unless two pieces meet
+
+    def piece(i):
+        both_here.wait()
+        return threading.current_thread().name
+
+    names = workers.run_pieces(piece, [(0,), (1,)])
+    assert len(set(names)) == 2
