@@ -101,7 +101,10 @@ class Conv2d(Operation):
         ow = geo.out_size(w, kw, sw, l, r, dw)
         return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
 
-    def forward(self, x, W, b=None):
+    def forward(self, x, W, b=None, *, relu: bool = False):
+        """y (N, O, OH, OW), NCHW with NHWC memory. ``relu``: max(y, 0) applied to each
+        batch slice as it is made, while it is in cache (evaluation only: the backward
+        cache does not know about it; :class:`singa.model.fused.ConvForward` uses it)."""
         xp = array_module(x)
         n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x.shape)
         o = W.shape[0]
@@ -113,9 +116,9 @@ class Conv2d(Operation):
         y2 = scratch(xp, (m, o), x.dtype)
         bias = None if b is None else b.astype(y2.dtype, copy=False)
         if kmajor:
-            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo)
+            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, relu)
         elif g == 1:
-            self._forward_sliced(xp, x, W, bias, y2, geo)
+            self._forward_sliced(xp, x, W, bias, y2, geo, relu)
             cols, wk = x, W  # backward makes the columns again from x
         else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
@@ -134,6 +137,8 @@ class Conv2d(Operation):
             y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
             if bias is not None:
                 y2 += bias
+            if relu:
+                xp.maximum(y2, 0, out=y2)
         if self.requires_grad:
             self.cache = (
                 x.shape,
@@ -144,7 +149,7 @@ class Conv2d(Operation):
             )
         return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
-    def _forward_sliced(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple) -> None:
+    def _forward_sliced(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> None:
         """Pixel-major columns (rows of kh*kw*C) made and multiplied a batch slice at a
         time into ``y2`` (N*OH*OW, O), the slices on the workers: the copy and the product
         meet in the cache, and the padding is done per slice too, so no padded copy of
@@ -161,10 +166,12 @@ class Conv2d(Operation):
                 xp.matmul(cb, wk, out=out)
                 if bias is not None:
                     out += bias
+                if relu:
+                    xp.maximum(out, 0, out=out)
 
         _run_slices(xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o))
 
-    def _forward_kmajor(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple) -> tuple:
+    def _forward_kmajor(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> tuple:
         """Kernel-major columns: rows (C, kh, kw) of length M = (N, OH, OW), plus a row
         of ones that carries the bias through the product (and gives db in backward),
         copied and multiplied a batch slice at a time on the workers. Returns the
@@ -183,7 +190,10 @@ class Conv2d(Operation):
         def piece(slices):
             for i0, i1 in slices:
                 xp.copyto(cols6[:, :, :, i0:i1], im.windows_kmajor(xp, xpad[i0:i1], *geo))
-                xp.matmul(cols[:, i0 * rows : i1 * rows].T, wk.T, out=y2[i0 * rows : i1 * rows])
+                out = y2[i0 * rows : i1 * rows]
+                xp.matmul(cols[:, i0 * rows : i1 * rows].T, wk.T, out=out)
+                if relu:
+                    xp.maximum(out, 0, out=out)
 
         _run_slices(xp, piece, _batch_slices(xp, n, cols.shape[0] * rows * x.itemsize, o))
         return cols, wk
@@ -251,6 +261,8 @@ class Conv2d(Operation):
         kh, kw, *_, oh, ow = geo
         o, rows, kk = dyh.shape[1], oh * ow, kh * kw * c
         t, l, b, r = self.pads
+        if x is None and W is None:
+            return None, None
         xh = None if x is None else x.transpose(0, 2, 3, 1)
         wb = None if W is None else W.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)
         dxh = None if W is None else scratch(xp, (n, h + t + b, w + l + r, c), dyh.dtype)
@@ -286,6 +298,8 @@ class Conv2d(Operation):
         kh, kw, *_, oh, ow = geo
         rows, kk = oh * ow, c * kh * kw
         t, l, b, r = self.pads
+        if cols is None and wk is None:
+            return None, None
         dxp = None if wk is None else scratch(xp, (n, c, h + t + b, w + l + r), dyh.dtype)
         slices = _batch_slices(xp, n, (kk + 1) * rows * dyh.itemsize, dyh.shape[1])
         most = max(i1 - i0 for i0, i1 in slices) * rows * kk

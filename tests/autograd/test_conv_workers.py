@@ -127,3 +127,19 @@ def test_small_work_runs_inline(monkeypatch):
         x, w, b = make(cfg, rng, np.float32)
         forward_backward(cfg, x, w, b, np.ones_like(ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), *cfg[5:])))
     assert calls == []
+
+
+@pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
+def test_relu_on_the_slices_is_relu_after(cfg, monkeypatch):
+    """forward(..., relu=True) (the eval fusion) is max(forward(...), 0), bitwise."""
+    cfg = several_slices(monkeypatch, cfg, 5, itemsize=4)
+    monkeypatch.setattr(workers, "_count", [2])
+    rng = np.random.default_rng(7)
+    x, w, b = make(cfg, rng, np.float32)
+    _, _, _, stride, padding, dilation, groups = cfg
+    op = autograd.conv2d(T(x), T(w), None if b is None else T(b), *cfg[3:]).creator
+    args = (x, w) if b is None else (x, w, b)
+    plain = np.maximum(op.forward(*args), 0)
+    fused = op.forward(*args, relu=True)
+    assert (plain == 0).any() and (plain > 0).any()
+    np.testing.assert_array_equal(fused, plain)
