@@ -9,7 +9,9 @@ interleaved blocks with a pause between them (``_harness.run_blocks``):
 - ``base``: the earlier convolution (BLAS on its own thread count);
 - ``new``: the current one on ``workers.worker_count()`` workers;
 - ``new-1w`` (``--one-worker``): the current one on one worker (every product on one
-  BLAS thread: what a single core gives).
+  BLAS thread: what a single core gives);
+- ``--variant NAME:CONST=VALUE[;CONST=VALUE]``: the current one with constants of
+  ``conv.py`` changed (e.g. ``--variant pp2:_SLICES_PER_PIECE=2``), to try a setting.
 
 Two levels: single convolutions (``--layers``: forward, forward + backward, and the
 eval forward, of the zoo networks' layer shapes) and training steps of the
@@ -80,15 +82,31 @@ def _methods(cls: type) -> dict:
 class Switch:
     """Installs one setting's convolution methods and worker count."""
 
-    def __init__(self, base: types.ModuleType):
+    def __init__(self, base: types.ModuleType, variants: dict):
         self.new = _methods(conv.Conv2d)
         self.base = _methods(base.Conv2d)
         self.workers = workers.worker_count()
+        self.variants = variants
+        self.defaults = {k: getattr(conv, k) for v in variants.values() for k in v}
 
     def __call__(self, setting: str) -> None:
         for k, v in (self.base if setting == "base" else self.new).items():
             setattr(conv.Conv2d, k, v)
+        for k, v in {**self.defaults, **self.variants.get(setting, {})}.items():
+            setattr(conv, k, v)
         workers._count[:] = [1 if setting == "new-1w" else self.workers]
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """``NAME:CONST=VALUE;CONST=VALUE`` -> (NAME, {CONST: int VALUE})."""
+    name, _, body = text.partition(":")
+    consts = {}
+    for item in filter(None, body.split(";")):
+        key, _, value = item.partition("=")
+        if not hasattr(conv, key):
+            raise SystemExit(f"--variant: conv.py has no constant {key!r}")
+        consts[key] = int(value)
+    return name, consts
 
 
 def layer_steps(batch: int, switch: Switch, settings: list[str]) -> dict:
@@ -138,11 +156,12 @@ _ROW = "{:<44} {:<7} {:>10} {:>9} {:>8} {:>8} {:>8}"
 
 
 def report(timings: dict, settings: list[str]) -> None:
-    """One line per key: median, minimum, CPU median, ratios to ``base``."""
+    """One line per key: median, minimum, CPU median, ratios to ``base`` (to ``new``
+    without a base)."""
     head = ("what", "setting", "median ms", "min ms", "cpu ms", "med/base", "min/base")
     print(_ROW.format(*head))
     for key, t in timings.items():
-        base = timings.get((*key[:-1], "base"))
+        base = timings.get((*key[:-1], "base")) or timings.get((*key[:-1], "new"))
         r_med = "-" if base is None else f"{t.median / base.median:.2f}"
         r_min = "-" if base is None else f"{t.minimum / base.minimum:.2f}"
         what = " ".join(str(k) for k in key[:-1])
@@ -158,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-layers", action="store_true", help="skip the single convolutions")
     ap.add_argument("--layer-batch", type=int, default=64)
     ap.add_argument("--one-worker", action="store_true", help="add the new convolution on one worker")
+    ap.add_argument("--variant", action="append", default=[], help="NAME:CONST=VALUE;... (repeatable)")
+    ap.add_argument("--only-new", action="store_true", help="leave out the base convolution")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=3, help="timed steps per block")
     ap.add_argument("--layer-steps", type=int, default=10, help="timed calls per block of a layer")
     ap.add_argument("--pause", type=float, default=0.2)
     args = ap.parse_args(argv)
-    switch = Switch(load_base(args.base))
-    settings = ["base", "new"] + (["new-1w"] if args.one_worker else [])
+    variants = dict(parse_variant(v) for v in args.variant)
+    switch = Switch(load_base(args.base), variants)
+    settings = ["base"] * (not args.only_new) + ["new"] + ["new-1w"] * args.one_worker + list(variants)
     print(f"start: {uptime()}")
     print(f"base: conv.py at {args.base}; workers: {switch.workers}; numpy {np.__version__}")
     if not args.no_layers:

@@ -60,6 +60,8 @@ _SKINNY_MAX_O = 64
 # added in slice order) take at most about this many bytes: runs of several slices
 # share one partial when the filters are large
 _PARTIALS_BYTES = 16 << 20
+# consecutive batch slices handed to a worker as one piece
+_SLICES_PER_PIECE = 1
 
 
 class Conv2d(Operation):
@@ -244,7 +246,7 @@ class Conv2d(Operation):
             return part
 
         slices = _batch_slices(xp, n, rows * kh * kw * o * dy.itemsize, min(c, o))
-        parts = _run_slices(xp, piece, slices, _partial_runs(slices, c * kh * kw * o * dy.itemsize))
+        parts = _run_slices(xp, piece, slices, c * kh * kw * o * dy.itemsize)
         dW = None
         if xh is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
             g = _sum_in_order(parts)
@@ -283,8 +285,7 @@ class Conv2d(Operation):
                     im.col2im_offsets(dcols.reshape(kh, kw, i1 - i0, oh, ow, c), dxh[i0:i1], *geo)
             return part
 
-        runs = None if xh is None else _partial_runs(slices, o * kk * dyh.itemsize)
-        parts = _run_slices(xp, piece, slices, runs)
+        parts = _run_slices(xp, piece, slices, 0 if xh is None else o * kk * dyh.itemsize)
         dW = None if xh is None else _sum_in_order(parts).reshape(o, kh, kw, c).transpose(0, 3, 1, 2)
         dx = None if dxh is None else dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
         return dx, None if dW is None else xp.ascontiguousarray(dW)
@@ -318,8 +319,9 @@ class Conv2d(Operation):
                     im.col2im_kmajor(dcols.reshape(c, kh, kw, i1 - i0, oh, ow), dxp[i0:i1], *geo)
             return part
 
-        runs = None if cols is None else _partial_runs(slices, cols.shape[0] * dyh.shape[1] * dyh.itemsize)
-        parts = _run_slices(xp, piece, slices, runs)
+        parts = _run_slices(
+            xp, piece, slices, 0 if cols is None else cols.shape[0] * dyh.shape[1] * dyh.itemsize
+        )
         dx = None if dxp is None else dxp[:, :, t : t + h, l : l + w]
         return dx, None if cols is None else _sum_in_order(parts)
 
@@ -400,19 +402,18 @@ def _batch_slices(xp: Any, n: int, per_sample: int, width: int) -> list[tuple[in
     return workers.even_pieces(n, count + (count > 1 and count % 2))
 
 
-def _partial_runs(slices: list, partial_bytes: int) -> int:
-    """How many runs of consecutive slices make partial sums of ``partial_bytes``
-    each: one per slice, unless their partials would take over ``_PARTIALS_BYTES``."""
-    return max(1, min(len(slices), max(2, _PARTIALS_BYTES // max(1, partial_bytes))))
-
-
-def _run_slices(xp: Any, fn: Any, slices: list, runs: int | None = None) -> list:
-    """``fn(run)`` for ``runs`` runs of consecutive ``slices`` (default: one slice
-    each), on the workers with BLAS on one thread, results in order. A single run
-    (small work: the batch in one slice, or a GPU) is called inline on BLAS's own
-    threads, since a hand-off to a worker costs 20-50 us."""
-    bounds = workers.even_pieces(len(slices), len(slices) if runs is None else runs)
-    parts = [(slices[a:b],) for a, b in bounds]
+def _run_slices(xp: Any, fn: Any, slices: list, partial_bytes: int = 0) -> list:
+    """``fn(run)`` for runs of ``_SLICES_PER_PIECE`` consecutive ``slices`` (an even
+    number of runs when there are several), on the workers with BLAS on one thread,
+    results in order. When each run returns a partial sum of ``partial_bytes``, fewer
+    and longer runs keep all partials under ``_PARTIALS_BYTES``. A single run (small
+    work: the batch in one slice, or a GPU) is called inline on BLAS's own threads,
+    since a hand-off to a worker costs 20-50 us."""
+    runs = -(-len(slices) // _SLICES_PER_PIECE)
+    runs += runs > 1 and runs % 2
+    if partial_bytes:
+        runs = min(runs, max(2, _PARTIALS_BYTES // partial_bytes))
+    parts = [(slices[a:b],) for a, b in workers.even_pieces(len(slices), runs)]
     if xp is not np or len(parts) < 2:
         return [fn(*p) for p in parts]
     with blas_threads.limit(1):  # also with one worker: the same products as with two
