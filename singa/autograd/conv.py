@@ -12,19 +12,24 @@ Forward is a matrix product: the input windows are copied into a column matrix
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
 whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling,
 BatchNorm and elementwise operators keep that layout, which makes col2im and pooling
-much faster (``bench/README.md``, "Design measurements"). An ungrouped pixel-major
-convolution makes and multiplies its columns a few samples at a time (about
-``_CHUNK_BYTES`` each), so the copy and the product meet in the cache and only the
-padded input is kept for backward (not the kh*kw times larger columns).
+much faster (``bench/README.md``, "Design measurements"). An ungrouped convolution
+makes and multiplies its columns a few samples at a time (about ``_CHUNK_BYTES``
+each), so the copy and the product meet in the cache and only the input is kept for
+backward (not the kh*kw times larger columns).
 
-Backward: dW is one product per slice with the columns made again from the padded
-input (or the cached columns of the other layouts); dx (skipped when the input needs
-no gradient, e.g. the first layer) is, for stride 1, a convolution of the padded dy
-with the flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product
-per kernel offset, (N*OH*OW, O) @ (O, C), added into the padded NHWC gradient by
-contiguous blocks (col2im). Large arrays come from the buffer pool of
-:mod:`singa.autograd.buffers` (copies can optionally be split across threads along
-the batch: ``_im2col.split_batch``).
+Backward: dW is one product per slice with the columns made again from the input
+(or the cached kernel-major columns); dx (skipped when the input needs no gradient,
+e.g. the first layer) is, for stride 1, a convolution of the padded dy with the
+flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product per kernel
+offset, (rows, O) @ (O, C), added into the padded NHWC gradient by contiguous blocks
+(col2im). Large arrays come from the buffer pool of :mod:`singa.autograd.buffers`.
+
+Threads: the batch slices of every ungrouped kernel (forward, dx, dW) are independent
+pieces run on :mod:`singa.autograd.workers`, each making its own columns and products
+on one BLAS thread; the slices depend only on the shapes and the weight-gradient
+partials are added in slice order, so results are bitwise the same on any number of
+workers (see "batch slices on the workers" below). Grouped convolutions copy their
+columns in batch slices too (``_im2col.split_batch``).
 """
 
 from __future__ import annotations
@@ -381,12 +386,18 @@ class Conv2d(Operation):
 # Threading: numpy runs the im2col copies and col2im on one core, and on the skinny
 # products of a convolution (a few dozen output columns, a long inner dimension)
 # OpenBLAS's second thread mostly waits, so before this the convolutions used a second
-# core poorly (bench/README.md). Each batch slice makes its own columns and products
-# instead, the slices spread over singa.autograd.workers with BLAS on one thread each:
-# copies, col2im and products all run on every core, and a product never hands work
-# between BLAS threads. The slices depend only on the shapes, the weight-gradient
-# partials are added in slice order, and the products always run on one BLAS thread,
-# so the bits do not depend on the worker count.
+# core poorly (bench/README.md: a second thread sped PyTorch's CNN step up 1.3-1.9x,
+# ours 0.9-1.5x, while our CPU time per step doubled). Each batch slice makes its own
+# columns and products instead, the slices spread over singa.autograd.workers with
+# BLAS on one thread each: copies, col2im and products all run on every core, no
+# product hands work between BLAS threads, and a worker that is preempted holds up
+# one slice, not the whole product. What it saved, on a 2-core VM loaded by other
+# jobs (so indicative; bench/README.md, bench_conv_threads.py): CPU time per ResNet-20
+# graph step 1.35-1.6 s against 3.3-8.5 s before (bench_graph.py pairs, load 7-9);
+# single convolutions 1.15-1.65x faster on two workers than on one; on one core the
+# slicing costs up to 10 % more work. The slices depend only on the shapes, the weight-gradient partials
+# are added in slice order, and the products always run on one BLAS thread, so the
+# bits do not depend on the worker count.
 
 
 def _batch_slices(xp: Any, n: int, per_sample: int, width: int) -> list[tuple[int, int]]:
