@@ -67,6 +67,11 @@ _SKINNY_MAX_O = 64
 _PARTIALS_BYTES = 16 << 20
 # consecutive batch slices handed to a worker as one piece
 _SLICES_PER_PIECE = 1
+# a convolution whose batch fits one slice runs its products on one BLAS thread when
+# they take fewer multiply-adds than this: batch-1 3x3 convolutions of 16-64 channels
+# (2-2.4 M) took 0.18-0.23 ms on one thread against 0.23-0.32 ms on two (minima of
+# interleaved blocks, load 9), and two threads under load cost up to 12 ms a call
+_ONE_THREAD_MACS = 1 << 24
 
 
 class Conv2d(Operation):
@@ -176,7 +181,9 @@ class Conv2d(Operation):
                 if relu:
                     xp.maximum(out, 0, out=out)
 
-        _run_slices(xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o))
+        _run_slices(
+            xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o), n * rows * kh * kw * c * o
+        )
 
     def _forward_kmajor(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> tuple:
         """Kernel-major columns: rows (C, kh, kw) of length M = (N, OH, OW), plus a row
@@ -202,7 +209,7 @@ class Conv2d(Operation):
                 if relu:
                     xp.maximum(out, 0, out=out)
 
-        _run_slices(xp, piece, _batch_slices(xp, n, cols.shape[0] * rows * x.itemsize, o))
+        _run_slices(xp, piece, _batch_slices(xp, n, cols.shape[0] * rows * x.itemsize, o), cols.size * o)
         return cols, wk
 
     def _dx_as_convolution(self, x_shape: tuple) -> bool:
@@ -251,7 +258,7 @@ class Conv2d(Operation):
             return part
 
         slices = _batch_slices(xp, n, rows * kh * kw * o * dy.itemsize, min(c, o))
-        parts = _run_slices(xp, piece, slices, c * kh * kw * o * dy.itemsize)
+        parts = _run_slices(xp, piece, slices, n * rows * kh * kw * o * c, c * kh * kw * o * dy.itemsize)
         dW = None
         if xh is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
             g = _sum_in_order(parts)
@@ -290,7 +297,7 @@ class Conv2d(Operation):
                     im.col2im_offsets(dcols.reshape(kh, kw, i1 - i0, oh, ow, c), dxh[i0:i1], *geo)
             return part
 
-        parts = _run_slices(xp, piece, slices, 0 if xh is None else o * kk * dyh.itemsize)
+        parts = _run_slices(xp, piece, slices, n * rows * kk * o, 0 if xh is None else o * kk * dyh.itemsize)
         dW = None if xh is None else _sum_in_order(parts).reshape(o, kh, kw, c).transpose(0, 3, 1, 2)
         dx = None if dxh is None else dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
         return dx, None if dW is None else xp.ascontiguousarray(dW)
@@ -324,9 +331,8 @@ class Conv2d(Operation):
                     im.col2im_kmajor(dcols.reshape(c, kh, kw, i1 - i0, oh, ow), dxp[i0:i1], *geo)
             return part
 
-        parts = _run_slices(
-            xp, piece, slices, 0 if cols is None else cols.shape[0] * dyh.shape[1] * dyh.itemsize
-        )
+        partial = 0 if cols is None else cols.shape[0] * dyh.shape[1] * dyh.itemsize
+        parts = _run_slices(xp, piece, slices, dyh.size * (kk + 1), partial)
         dx = None if dxp is None else dxp[:, :, t : t + h, l : l + w]
         return dx, None if cols is None else _sum_in_order(parts)
 
@@ -413,19 +419,21 @@ def _batch_slices(xp: Any, n: int, per_sample: int, width: int) -> list[tuple[in
     return workers.even_pieces(n, count + (count > 1 and count % 2))
 
 
-def _run_slices(xp: Any, fn: Any, slices: list, partial_bytes: int = 0) -> list:
+def _run_slices(xp: Any, fn: Any, slices: list, macs: int, partial_bytes: int = 0) -> list:
     """``fn(run)`` for runs of ``_SLICES_PER_PIECE`` consecutive ``slices`` (an even
     number of runs when there are several), on the workers with BLAS on one thread,
     results in order. When each run returns a partial sum of ``partial_bytes``, fewer
     and longer runs keep all partials under ``_PARTIALS_BYTES``. A single run (small
-    work: the batch in one slice, or a GPU) is called inline on BLAS's own threads,
-    since a hand-off to a worker costs 20-50 us."""
+    work: the batch in one slice, or a GPU) is called inline, since a hand-off to a
+    worker costs 20-50 us: on one BLAS thread when its products take fewer than
+    ``_ONE_THREAD_MACS`` multiply-adds (``macs``, of the largest kind of product), on
+    BLAS's own threads otherwise."""
     runs = -(-len(slices) // _SLICES_PER_PIECE)
     runs += runs > 1 and runs % 2
     if partial_bytes:
         runs = min(runs, max(2, _PARTIALS_BYTES // partial_bytes))
     parts = [(slices[a:b],) for a, b in workers.even_pieces(len(slices), runs)]
-    if xp is not np or len(parts) < 2:
+    if xp is not np or (len(parts) < 2 and macs >= _ONE_THREAD_MACS):
         return [fn(*p) for p in parts]
     with blas_threads.limit(1):  # also with one worker: the same products as with two
         return workers.run_pieces(fn, parts, xp)

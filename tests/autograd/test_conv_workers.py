@@ -117,16 +117,22 @@ def test_weight_gradient_partials_are_added_in_slice_order(monkeypatch):
         np.testing.assert_array_equal(a, c)
 
 
-def test_small_work_runs_inline(monkeypatch):
-    """A batch whose columns fit one slice is not handed to the workers."""
-    calls = []
+def test_small_work_runs_inline_on_one_blas_thread(monkeypatch):
+    """A batch whose columns fit one slice is not handed to the workers; its small
+    products run on one BLAS thread."""
+    from singa.autograd import blas_threads
+
+    calls, limits = [], []
+    real_limit = blas_threads.limit
     monkeypatch.setattr(workers, "_count", [2])
-    monkeypatch.setattr(workers, "run_pieces", lambda *a: calls.append(a))
+    monkeypatch.setattr(workers, "run_pieces", lambda fn, p, xp: calls.append(len(p)) or [fn(*a) for a in p])
+    monkeypatch.setattr(blas_threads, "limit", lambda n: limits.append(n) or real_limit(n))
     rng = np.random.default_rng(6)
     for cfg in PATHS:
         x, w, b = make(cfg, rng, np.float32)
         forward_backward(cfg, x, w, b, np.ones_like(ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), *cfg[5:])))
-    assert calls == []
+    assert calls and set(calls) == {1} and set(limits) == {1}
+    assert len(limits) == len(calls)
 
 
 @pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
