@@ -86,7 +86,9 @@ def _operand(t: Tensor, x: Any) -> Any:
 def from_raw_tensor(t: Any) -> Tensor:
     """A Tensor wrapping an existing numpy or cupy array without copying it.
 
-    SINGA passes its C++ tensor here; the arrays are this package's raw tensors.
+    SINGA passes its C++ tensor here; the arrays are this package's raw tensors. A view
+    of a numpy subclass (such as the gradients an operator's ``backward`` returns to a
+    direct call) is wrapped as the plain ndarray over the same memory.
     """
     from singa import device as _device
 
@@ -94,6 +96,8 @@ def from_raw_tensor(t: Any) -> Tensor:
         return t
     if not hasattr(t, "shape") or not hasattr(t, "dtype"):
         raise TypeError(f"from_raw_tensor: expected a numpy or cupy array, got {type(t).__name__}")
+    if isinstance(t, np.ndarray) and type(t) is not np.ndarray:
+        t = t.view(np.ndarray)
     return Tensor._wrap(t, _device.device_of(t))
 
 

@@ -22,6 +22,13 @@ keep such inputs as attributes, return only the gradients of the others. The
 :func:`backward` walker sets ``needs_grad`` before calling it so that only gradients
 reaching a tensor that stores its gradient are computed. Nothing at all is recorded inside ``no_grad()``.
 
+User code may call an operator's ``backward`` directly (SINGA's tests write
+``dx = y.creator.backward(dy.data)`` and then ``dx.shape()``): such a call returns the
+numpy gradients as :class:`~singa.autograd.gradient_array.GradientArray` views, whose
+``shape`` can also be called. The walker and graph replay call the class's own
+function instead (``_backward_arrays``, see :meth:`Operation.__init_subclass__`) and
+get plain arrays.
+
 While a device's ``recorder`` is set (graph tracing, ONNX export), every array
 computation on it is reported as ``recorder.record(fn, in_arrays, out_arrays, op=None,
 tensors=None, is_backward=False)``: ``fn(*in_arrays)`` recomputes ``out_arrays``
@@ -49,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from singa.autograd.gradient_array import gradient_views
 from singa.tensor import Tensor
 
 #: the object holding the user-visible switches ``training`` and ``autocast``: the
@@ -161,8 +169,50 @@ class Operation:
         """Gradients of the inputs from the outputs' gradients (array, tuple or None)."""
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
+    #: the function the walker and graph replay call: ``backward`` as its class wrote it
+    _backward_arrays = backward
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Keep the ``backward`` a subclass defines as ``_backward_arrays`` and expose
+        a ``backward`` that views its numpy results as
+        :class:`~singa.autograd.gradient_array.GradientArray` (``dx.shape()`` works).
+
+        Why this way: subclasses, ours and SINGA users', define ``backward`` on plain
+        arrays, and the engine must call exactly that function with nothing added per
+        call (a speed and a bitwise matter: graph replay records the function it is
+        given and calls it on every step). Only a direct call from user code should
+        see the views. Wrapping once, when the class is created, gives both with no
+        per-call test: the walker calls ``op._backward_arrays``, users call
+        ``op.backward``. A ``backward`` reached through ``super().backward`` from a
+        subclass's own backward returns plain arrays, as the subclass's code expects.
+        Define ``backward`` in the class body: one assigned to the class later is not
+        seen by the walker.
+        """
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("backward")
+        if own is None:
+            return
+        raw = getattr(own, "_backward_arrays", own)
+        cls._backward_arrays = raw
+        if isinstance(raw, types.FunctionType):
+            cls.backward = _viewing_backward(raw)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _viewing_backward(raw: Any) -> Any:
+    """``raw`` (a class's backward) for user code: numpy results as GradientArray views."""
+
+    @functools.wraps(raw)
+    def backward(self: Operation, *dys: Any, **kwargs: Any) -> Any:
+        out = raw(self, *dys, **kwargs)
+        if type(self).backward is not backward:  # reached by super() from a subclass's backward
+            return out
+        return gradient_views(out)
+
+    backward._backward_arrays = raw
+    return backward
 
 
 Operator = Operation
@@ -317,13 +367,13 @@ def _run_backward(op: Operation, dys: list, routes: list, dev: Any, release: boo
             xp = dev.xp
             dys = [xp.zeros(*m) if d is None else d for d, m in zip(dys, op.out_meta)]
         if dev.profiler is None:
-            dxs = op.backward(*dys)
+            dxs = op._backward_arrays(*dys)
         else:  # SetVerbosity: time the kernel
-            dxs = dev.profiler.run(op, op.backward, dys, "backward")
+            dxs = dev.profiler.run(op, op._backward_arrays, dys, "backward")
         if not isinstance(dxs, tuple):
             dxs = (dxs,)
         if dev.recorder is not None:
-            dev.recorder.record(op.backward, list(dys), dxs, op=op, is_backward=True)
+            dev.recorder.record(op._backward_arrays, list(dys), dxs, op=op, is_backward=True)
         if len(dxs) < len(routes):  # the trailing inputs (indices, targets) get none
             dxs += (None,) * (len(routes) - len(dxs))
     if release:

@@ -186,6 +186,17 @@ def test_onehot_matches_an_eye_lookup(axis):
     np.testing.assert_array_equal(y.to_numpy(), want)
 
 
+def test_onehot_depth_as_a_one_element_array_and_float_indices():
+    """SINGA's test_onehot form: depth ``np.array([10.])``, float indices, axis 1, values
+    (off, on) = (1, 3). (Its own reference calls ``np.arange(depth)`` on that array,
+    which numpy >= 2.4 refuses; the operator itself takes it.)"""
+    ind = np.array([[1, 9], [2, 4]], np.float32)
+    y = autograd.onehot(1, T(ind), np.array([10], np.float32), np.array([1, 3], np.float32))
+    want = np.where(np.arange(10)[None, :, None] == ind[:, None, :], 3.0, 1.0)
+    assert y.shape == (2, 10, 2) and y.dtype == np.float32
+    np.testing.assert_array_equal(y.to_numpy(), want)
+
+
 def test_onehot_output_dtype_follows_array_values_and_float_indices():
     y = autograd.onehot(-1, T([0.0, 2.0]), 3, np.array([0, 7], np.int64))
     assert y.dtype == np.int64
