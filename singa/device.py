@@ -30,6 +30,10 @@ def _import_cupy():
     return cupy
 
 
+#: the seed a device's random generator starts from when none is given
+DEFAULT_SEED = 0
+
+
 class DeviceId(int):
     """A device ordinal (-1 for the CPU) that is an int (``dev.id >= 0``) and can also be
     called, as SINGA's ``dev.id()`` method."""
@@ -48,6 +52,10 @@ class Device:
     """
 
     def __init__(self, xp: Any, id: int = -1, seed: int | None = None):
+        """A device on array module ``xp``; its random generator starts from ``seed``,
+        or from :data:`DEFAULT_SEED` when none is given (as SINGA's devices and
+        PyTorch's generator do: an unseeded program gives the same numbers every run;
+        ``set_rand_seed(None)`` draws a fresh seed)."""
         self.xp = xp
         self.id = DeviceId(id)
         self.recorder = None
@@ -56,7 +64,7 @@ class Device:
         self.skip_iterations = 5
         self._graph_nodes: list | None = None
         self._graph_recording = False
-        self.set_rand_seed(seed)
+        self.set_rand_seed(DEFAULT_SEED if seed is None else seed)
 
     @property
     def is_gpu(self) -> bool:

@@ -146,3 +146,22 @@ def test_device_id_is_an_int_and_callable_as_singas_method():
     dev = device.get_default_device()
     assert dev.id == -1 and dev.id() == -1 and isinstance(dev.id(), int)
     assert not dev.is_gpu and f"{dev.id}" == "-1"
+
+
+def test_an_unseeded_device_starts_from_the_default_seed_as_singa_and_pytorch_do():
+    from singa.device import DEFAULT_SEED, Device
+
+    a, b = Device(np), Device(np)
+    assert np.array_equal(a.rng.standard_normal(8), b.rng.standard_normal(8))
+    unseeded = Device(np).rng.standard_normal(8)
+    assert np.array_equal(unseeded, Device(np, seed=DEFAULT_SEED).rng.standard_normal(8))
+    assert not np.array_equal(unseeded, Device(np, seed=DEFAULT_SEED + 1).rng.standard_normal(8))
+
+
+def test_set_rand_seed_none_draws_a_fresh_seed():
+    from singa.device import Device
+
+    a, b = Device(np), Device(np)
+    a.set_rand_seed(None)
+    b.set_rand_seed(None)
+    assert not np.array_equal(a.rng.standard_normal(8), b.rng.standard_normal(8))

@@ -13,11 +13,14 @@ bytes per element more and make relu(-inf) nan (the measurements: ``bench/README
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from singa.autograd import workers
 from singa.autograd.buffers import pooled_out
 from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = [
@@ -42,31 +45,79 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 class ReLU(Operation):
-    """y = max(x, 0); gradient 1 where x > 0 (0 at x == 0). Keeps y for backward."""
+    """y = max(x, 0); gradient 1 where x > 0 (0 at x == 0). Keeps y for backward.
+
+    On the CPU (float32/float64 and integer arrays) both directions are compiled
+    one-pass kernels (:func:`_relu`, :func:`_relu_grad`) run over pieces of memory on
+    the worker threads; elsewhere (a GPU, float16) array expressions with the same
+    results.
+    """
 
     def forward(self, x):
         xp = array_module(x)
-        y = xp.maximum(x, 0, out=pooled_out(xp, x))  # pooled: no fresh pages each step
+        out = pooled_out(xp, x)  # pooled: no fresh pages each step
+        if _compiled(x):
+            y = out if out is not None else np.empty_like(x)
+            workers.run_flat(_relu, y, x)
+        else:
+            y = xp.maximum(x, 0, out=out)
         if self.requires_grad:
             self.cache = y
         return y
 
     def backward(self, dy):
         xp = array_module(dy)
-        return xp.multiply(dy, self.cache > 0, out=pooled_out(xp, dy))
+        out = pooled_out(xp, dy)
+        if not _compiled(dy):
+            return xp.multiply(dy, self.cache > 0, out=out)
+        dx = out if out is not None else np.empty_like(dy)
+        workers.run_flat(_relu_grad, dx, dy, self.cache)
+        return dx
 
     def _forward_into_x(self, x):
-        array_module(x).maximum(x, 0, out=x)
+        if _compiled(x):
+            workers.run_flat(_relu, x, x)
+        else:
+            array_module(x).maximum(x, 0, out=x)
         if self.requires_grad:
             self.cache = x
         return x
 
     def _backward_into_dy(self, dy):
-        dy *= self.cache > 0
+        if _compiled(dy):
+            workers.run_flat(_relu_grad, dy, dy, self.cache)
+        else:
+            dy *= self.cache > 0
         return dy
 
     forward_inplace = ((_forward_into_x, 0),)
     backward_inplace = ((_backward_into_dy, 0),)
+
+
+# ----- the CPU ReLU kernels (numba) --------------------------------------------------------
+# One pass each, where numpy's maximum ran about 5x slower than a plain loop on this
+# machine's AVX2 (0.78 against 0.14 ms on 2**20 float32 values, one thread) and the
+# backward made a boolean mask first (0.5-0.8 against 0.22-0.27 ms); both run over
+# pieces of memory on the worker threads (:func:`workers.run_flat`). Results are
+# numpy's bit for bit: NaN stays NaN, -0.0 becomes 0, dy * (y > 0) keeps the sign of a
+# zero product.
+def _compiled(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.kind in "fiu" and a.dtype != np.float16
+
+
+@kernel
+def _relu(x, y):  # pragma: no cover (compiled)
+    z = x.dtype.type(0)
+    for i in range(x.shape[0]):
+        v = x[i]
+        y[i] = z if v <= z else v
+
+
+@kernel
+def _relu_grad(dy, y, dx):  # pragma: no cover (compiled)
+    z = y.dtype.type(0)
+    for i in range(dy.shape[0]):
+        dx[i] = dy[i] * (dy.dtype.type(1) if y[i] > z else dy.dtype.type(0))
 
 
 class LeakyReLU(Operation):

@@ -43,6 +43,17 @@ MIN_LIMITED_WORK = 1 << 20
 _blas: list = []  # [controller or None], found on first use
 
 
+def _numpys_own(libs: list) -> Any:
+    """The controller of the BLAS that numpy's wheel bundles (a path under numpy's
+    folder or ``numpy.libs``) when one is loaded, else the first one (a numpy built
+    against the system's BLAS), else None: another package's BLAS loaded first
+    (scipy's) must not be the one limited."""
+    for lib in libs:
+        if "/numpy" in str(lib.filepath).replace("\\", "/"):
+            return lib
+    return libs[0] if libs else None
+
+
 def controller() -> Any:
     """threadpoolctl's controller of numpy's BLAS, or None (no threadpoolctl, or no
     BLAS it can control)."""
@@ -52,7 +63,7 @@ def controller() -> Any:
             from threadpoolctl import ThreadpoolController
 
             libs = ThreadpoolController().select(user_api="blas").lib_controllers
-            ctl = libs[0] if libs else None
+            ctl = _numpys_own(libs)
         except Exception:  # no threadpoolctl, or it cannot read the libraries: leave BLAS alone
             ctl = None
         _blas.append(ctl)

@@ -12,19 +12,24 @@ Forward is a matrix product: the input windows are copied into a column matrix
 Either way the product comes out as (N*OH*OW, O), so the output is an NCHW array
 whose memory is NHWC (strides (OH*OW*O, 1, OW*O, O)); later convolutions, pooling,
 BatchNorm and elementwise operators keep that layout, which makes col2im and pooling
-much faster (``bench/README.md``, "Design measurements"). An ungrouped pixel-major
-convolution makes and multiplies its columns a few samples at a time (about
-``_CHUNK_BYTES`` each), so the copy and the product meet in the cache and only the
-padded input is kept for backward (not the kh*kw times larger columns).
+much faster (``bench/README.md``, "Design measurements"). An ungrouped convolution
+makes and multiplies its columns a few samples at a time (about ``_CHUNK_BYTES``
+each), so the copy and the product meet in the cache and only the input is kept for
+backward (not the kh*kw times larger columns).
 
-Backward: dW is one product per slice with the columns made again from the padded
-input (or the cached columns of the other layouts); dx (skipped when the input needs
-no gradient, e.g. the first layer) is, for stride 1, a convolution of the padded dy
-with the flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product
-per kernel offset, (N*OH*OW, O) @ (O, C), added into the padded NHWC gradient by
-contiguous blocks (col2im). Large arrays come from the buffer pool of
-:mod:`singa.autograd.buffers` (copies can optionally be split across threads along
-the batch: ``_im2col.split_batch``).
+Backward: dW is one product per slice with the columns made again from the input
+(or the cached kernel-major columns); dx (skipped when the input needs no gradient,
+e.g. the first layer) is, for stride 1, a convolution of the padded dy with the
+flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product per kernel
+offset, (rows, O) @ (O, C), added into the padded NHWC gradient by contiguous blocks
+(col2im). Large arrays come from the buffer pool of :mod:`singa.autograd.buffers`.
+
+Threads: the batch slices of every ungrouped kernel (forward, dx, dW) are independent
+pieces run on :mod:`singa.autograd.workers`, each making its own columns and products
+on one BLAS thread; the slices depend only on the shapes and the weight-gradient
+partials are added in slice order, so results are bitwise the same on any number of
+workers (see "batch slices on the workers" below). Grouped convolutions copy their
+columns in batch slices too (``_im2col.split_batch``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import numpy as np
 import singa.autograd._im2col as im
 import singa.autograd.conv_depthwise as depthwise
 import singa.autograd.conv_geometry as geo
+from singa.autograd import blas_threads, workers
 from singa.autograd.buffers import scratch
 from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor
@@ -56,6 +62,17 @@ _KMAJOR_MAX_C = 4
 _CHUNK_BYTES = 8 << 20
 _SKINNY_CHUNK_BYTES = 2 << 20
 _SKINNY_MAX_O = 64
+# the weight-gradient partials of a convolution's batch slices (kept until they are
+# added in slice order) take at most about this many bytes: runs of several slices
+# share one partial when the filters are large
+_PARTIALS_BYTES = 16 << 20
+# consecutive batch slices handed to a worker as one piece
+_SLICES_PER_PIECE = 1
+# a convolution whose batch fits one slice runs its products on one BLAS thread when
+# they take fewer multiply-adds than this: batch-1 3x3 convolutions of 16-64 channels
+# (2-2.4 M) took 0.18-0.23 ms on one thread against 0.23-0.32 ms on two (minima of
+# interleaved blocks, load 9), and two threads under load cost up to 12 ms a call
+_ONE_THREAD_MACS = 1 << 24
 
 
 class Conv2d(Operation):
@@ -97,9 +114,13 @@ class Conv2d(Operation):
         ow = geo.out_size(w, kw, sw, l, r, dw)
         return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
 
-    def forward(self, x, W, b=None):
+    def forward(self, x, W, b=None, *, relu: bool = False):
+        """y (N, O, OH, OW), NCHW with NHWC memory. ``relu``: max(y, 0) applied to each
+        batch slice as it is made, while it is in cache (evaluation only: the backward
+        cache does not know about it; :class:`singa.model.fused.ConvForward` uses it)."""
         if depthwise.applies(self, x.shape, W.shape):
-            return depthwise.forward(self, x, W, b)
+            y = depthwise.forward(self, x, W, b)
+            return array_module(y).maximum(y, 0, out=y) if relu else y
         xp = array_module(x)
         n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x.shape)
         o = W.shape[0]
@@ -109,38 +130,15 @@ class Conv2d(Operation):
         geo = (kh, kw, sh, sw, dh, dw, oh, ow)
         kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
         y2 = scratch(xp, (m, o), x.dtype)
-        if g == 1 and not kmajor:
-            # columns (rows of kh*kw*C) made and multiplied a few samples at a time, so
-            # they stay in cache; the padding is done per slice too, so no padded copy
-            # of the input is made or kept (backward makes the columns again from x)
-            xh = x.transpose(0, 2, 3, 1)
-            wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
-            rows = oh * ow
-            for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
-                xp.matmul(cb, wk, out=y2[i0 * rows : i1 * rows])
-            if b is not None:
-                y2 += b.astype(y2.dtype, copy=False)
-            cols = x
-        xpad = None if g == 1 and not kmajor else im.pad_nchw(x, self.pads, xp, pooled=True)
+        bias = None if b is None else b.astype(y2.dtype, copy=False)
         if kmajor:
-            # cols: rows (C, kh, kw) of length M = (N, OH, OW), plus a row of ones
-            # that carries the bias through the product (and gives db in backward)
-            kk = c * kh * kw
-            cols = scratch(xp, (kk + (b is not None), m), x.dtype)
-            cols6 = cols[:kk].reshape(c, kh, kw, n, oh, ow)
-
-            def im2col(i0, i1):
-                xp.copyto(cols6[:, :, :, i0:i1], im.windows_kmajor(xp, xpad[i0:i1], *geo))
-
-            im.split_batch(xp, im2col, n, cols.size)
-            del xpad
-            wk = W.reshape(o, kk)
-            if b is not None:
-                cols[kk] = 1
-                wk = xp.concatenate([wk, b.reshape(o, 1).astype(wk.dtype, copy=False)], axis=1)
-            xp.matmul(cols.T, wk.T, out=y2)
-        elif g > 1:
+            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, relu)
+        elif g == 1:
+            self._forward_sliced(xp, x, W, bias, y2, geo, relu)
+            cols, wk = x, W  # backward makes the columns again from x
+        else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
+            xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
             cols = scratch(xp, (n, oh, ow, g, kh, kw, cg), x.dtype)
             xh = xpad.transpose(0, 2, 3, 1)
 
@@ -153,17 +151,70 @@ class Conv2d(Operation):
             wk = W.reshape(g, og, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(g, kg, og)
             y3 = xp.matmul(cols.reshape(m, g, kg).transpose(1, 0, 2), wk)
             y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
-            if b is not None:
-                y2 += b.astype(y2.dtype, copy=False)
+            if bias is not None:
+                y2 += bias
+            if relu:
+                xp.maximum(y2, 0, out=y2)
         if self.requires_grad:
             self.cache = (
                 x.shape,
                 W.shape,
                 kmajor,
                 cols if self.needs_grad[1] else None,
-                (W if g == 1 and not kmajor else wk) if self.needs_grad[0] else None,
+                wk if self.needs_grad[0] else None,
             )
         return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+
+    def _forward_sliced(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> None:
+        """Pixel-major columns (rows of kh*kw*C) made and multiplied a batch slice at a
+        time into ``y2`` (N*OH*OW, O), the slices on the workers: the copy and the product
+        meet in the cache, and the padding is done per slice too, so no padded copy of
+        the input is made or kept."""
+        kh, kw, *_, oh, ow = geo
+        n, c = x.shape[:2]
+        o, rows = W.shape[0], oh * ow
+        xh = x.transpose(0, 2, 3, 1)
+        wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
+
+        def piece(slices):
+            for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, slices):
+                out = y2[i0 * rows : i1 * rows]
+                xp.matmul(cb, wk, out=out)
+                if bias is not None:
+                    out += bias
+                if relu:
+                    xp.maximum(out, 0, out=out)
+
+        _run_slices(
+            xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o), n * rows * kh * kw * c * o
+        )
+
+    def _forward_kmajor(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> tuple:
+        """Kernel-major columns: rows (C, kh, kw) of length M = (N, OH, OW), plus a row
+        of ones that carries the bias through the product (and gives db in backward),
+        copied and multiplied a batch slice at a time on the workers. Returns the
+        columns and the filters as (O, C*kh*kw [+1]), both kept for backward."""
+        kh, kw, *_, oh, ow = geo
+        n, c = x.shape[:2]
+        o, rows, kk = W.shape[0], oh * ow, c * kh * kw
+        xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
+        cols = scratch(xp, (kk + (bias is not None), n * rows), x.dtype)
+        cols6 = cols[:kk].reshape(c, kh, kw, n, oh, ow)
+        wk = W.reshape(o, kk)
+        if bias is not None:
+            cols[kk] = 1
+            wk = xp.concatenate([wk, bias.reshape(o, 1)], axis=1)
+
+        def piece(slices):
+            for i0, i1 in slices:
+                xp.copyto(cols6[:, :, :, i0:i1], im.windows_kmajor(xp, xpad[i0:i1], *geo))
+                out = y2[i0 * rows : i1 * rows]
+                xp.matmul(cols[:, i0 * rows : i1 * rows].T, wk.T, out=out)
+                if relu:
+                    xp.maximum(out, 0, out=out)
+
+        _run_slices(xp, piece, _batch_slices(xp, n, cols.shape[0] * rows * x.itemsize, o), cols.size * o)
+        return cols, wk
 
     def _dx_as_convolution(self, x_shape: tuple) -> bool:
         """Whether dx of this (ungrouped) convolution is computed as a stride-1
@@ -189,7 +240,8 @@ class Conv2d(Operation):
         padded copy of dy is made); each slice times the flipped filters
         (kh*kw*O, C) gives dx, and the input's pixels (C, N*H*W) times the same slice give
         dW with flipped offsets. One long product each instead of kh*kw short ones plus
-        a col2im, and no second set of columns for dW. dx is NCHW with NHWC memory."""
+        a col2im, and no second set of columns for dW. dx is NCHW with NHWC memory. The
+        slices run on the workers; their dW partials are added in slice order."""
         n, c, h, w = x_shape
         o, oh, ow = dy.shape[1:]
         (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
@@ -197,18 +249,96 @@ class Conv2d(Operation):
         pads = (pt, pl, h + dh * (kh - 1) - pt - oh, w + dw * (kw - 1) - pl - ow)
         wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
         dxh = scratch(xp, (n, h, w, c), dy.dtype)
-        dx2 = dxh.reshape(n * h * w, c)
-        g = None if x is None else xp.zeros((c, kh * kw * o), dy.dtype)
+        dx2, rows = dxh.reshape(n * h * w, c), h * w
         xh = None if x is None else x.transpose(0, 2, 3, 1)
         dyh = dy.transpose(0, 2, 3, 1)
-        for i0, i1, cb in _column_chunks(xp, dyh, (kh, kw, 1, 1, dh, dw, h, w), pads, min(c, o)):
-            xp.matmul(cb, wf, out=dx2[i0 * h * w : i1 * h * w])
-            if g is not None:  # free view of x when its memory is NHWC
-                g += xh[i0:i1].reshape((i1 - i0) * h * w, c).T @ cb
+
+        def piece(slices):
+            part = None
+            for i0, i1, cb in _column_chunks(xp, dyh, (kh, kw, 1, 1, dh, dw, h, w), pads, slices):
+                xp.matmul(cb, wf, out=dx2[i0 * rows : i1 * rows])
+                if xh is not None:  # a free view of x when its memory is NHWC
+                    part = _accumulate(part, xh[i0:i1].reshape((i1 - i0) * rows, c).T @ cb)
+            return part
+
+        slices = _batch_slices(xp, n, rows * kh * kw * o * dy.itemsize, min(c, o))
+        parts = _run_slices(xp, piece, slices, n * rows * kh * kw * o * c, c * kh * kw * o * dy.itemsize)
         dW = None
-        if g is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
+        if xh is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
+            g = _sum_in_order(parts)
             dW = xp.ascontiguousarray(g.reshape(c, kh, kw, o)[:, ::-1, ::-1].transpose(3, 0, 1, 2))
         return dxh.transpose(0, 3, 1, 2), dW
+
+    def _backward_sliced(self, xp: Any, dyh: Any, x: Any, W: Any, x_shape: tuple, geo: tuple) -> tuple:
+        """dx and dW of an ungrouped pixel-major convolution, a batch slice at a time on
+        the workers: dW from the columns of ``x`` made again (when ``x`` is given; the
+        partials are added in slice order), dx (when ``W`` is given) from one product
+        per kernel offset, (rows, O) @ (O, C) into (kh, kw, rows, C), so that col2im adds
+        contiguous (OW, C) blocks (2x faster than columns laid out (rows, kh*kw*C))."""
+        n, c, h, w = x_shape
+        kh, kw, *_, oh, ow = geo
+        o, rows, kk = dyh.shape[1], oh * ow, kh * kw * c
+        t, l, b, r = self.pads
+        if x is None and W is None:
+            return None, None
+        xh = None if x is None else x.transpose(0, 2, 3, 1)
+        wb = None if W is None else W.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)
+        dxh = None if W is None else scratch(xp, (n, h + t + b, w + l + r, c), dyh.dtype)
+        slices = _batch_slices(xp, n, rows * kk * dyh.itemsize, o)
+        most = max(i1 - i0 for i0, i1 in slices) * rows * kk
+
+        def piece(part_slices):
+            part = None
+            if xh is not None:
+                for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, part_slices):
+                    part = _accumulate(part, dyh[i0 * rows : i1 * rows].T @ cb)
+            if dxh is not None:
+                buf = scratch(xp, (most,), dyh.dtype)
+                for i0, i1 in part_slices:
+                    dcols = buf[: (i1 - i0) * rows * kk].reshape(kh * kw, (i1 - i0) * rows, c)
+                    xp.matmul(dyh[None, i0 * rows : i1 * rows], wb, out=dcols)
+                    dxh[i0:i1] = 0
+                    im.col2im_offsets(dcols.reshape(kh, kw, i1 - i0, oh, ow, c), dxh[i0:i1], *geo)
+            return part
+
+        parts = _run_slices(xp, piece, slices, n * rows * kk * o, 0 if xh is None else o * kk * dyh.itemsize)
+        dW = None if xh is None else _sum_in_order(parts).reshape(o, kh, kw, c).transpose(0, 3, 1, 2)
+        dx = None if dxh is None else dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
+        return dx, None if dW is None else xp.ascontiguousarray(dW)
+
+    def _backward_kmajor(self, xp: Any, dyh: Any, cols: Any, wk: Any, x_shape: tuple, geo: tuple) -> tuple:
+        """(dx, dwt) of a kernel-major convolution, a batch slice at a time on the
+        workers: dwt (C*kh*kw [+1], O) = cols @ dy from the cached columns (when given;
+        the ones row gives db; the partials are added in slice order), dx from the
+        columns' gradient (C*kh*kw, rows) = W.T @ dy.T by col2im (when ``wk`` is given)."""
+        n, c, h, w = x_shape
+        kh, kw, *_, oh, ow = geo
+        rows, kk = oh * ow, c * kh * kw
+        t, l, b, r = self.pads
+        if cols is None and wk is None:
+            return None, None
+        dxp = None if wk is None else scratch(xp, (n, c, h + t + b, w + l + r), dyh.dtype)
+        slices = _batch_slices(xp, n, (kk + 1) * rows * dyh.itemsize, dyh.shape[1])
+        most = max(i1 - i0 for i0, i1 in slices) * rows * kk
+
+        def piece(part_slices):
+            part = None
+            buf = None if dxp is None else scratch(xp, (most,), dyh.dtype)
+            for i0, i1 in part_slices:
+                d = dyh[i0 * rows : i1 * rows]
+                if cols is not None:
+                    part = _accumulate(part, cols[:, i0 * rows : i1 * rows] @ d)
+                if buf is not None:
+                    dcols = buf[: kk * len(d)].reshape(kk, len(d))
+                    xp.matmul(wk[:, :kk].T, d.T, out=dcols)
+                    dxp[i0:i1] = 0
+                    im.col2im_kmajor(dcols.reshape(c, kh, kw, i1 - i0, oh, ow), dxp[i0:i1], *geo)
+            return part
+
+        partial = 0 if cols is None else cols.shape[0] * dyh.shape[1] * dyh.itemsize
+        parts = _run_slices(xp, piece, slices, dyh.size * (kk + 1), partial)
+        dx = None if dxp is None else dxp[:, :, t : t + h, l : l + w]
+        return dx, None if cols is None else _sum_in_order(parts)
 
     def backward(self, dy):
         if depthwise.is_cached(self):
@@ -227,56 +357,24 @@ class Conv2d(Operation):
         dx = dW = db = None
         want_db = self.bias and self.needs_grad[2]
         if kmajor:
-            kk = c * kh * kw
-            if cols is not None:
-                dwt = cols @ dyh  # (kk [+1], O); the ones row gives db
+            dx, dwt = self._backward_kmajor(xp, dyh, cols, wk, x_shape, geo)
+            if dwt is not None:
+                kk = c * kh * kw
                 dW = xp.ascontiguousarray(dwt[:kk].T).reshape(w_shape)
                 if want_db:
                     db = dwt[kk].copy()
-            if wk is not None:
-                dcols = scratch(xp, (kk, m), dy.dtype)
-                xp.matmul(wk[:, :kk].T, dyh.T, out=dcols)
-                dc6 = dcols.reshape(c, kh, kw, n, oh, ow)
-                dxp = scratch(xp, (n, c, hp, wp), dy.dtype)
-
-                def col2im(i0, i1):
-                    dxp[i0:i1] = 0
-                    im.col2im_kmajor(dc6[:, :, :, i0:i1], dxp[i0:i1], *geo)
-
-                im.split_batch(xp, col2im, n, dcols.size)
-                dx = dxp[:, :, t : t + h, l : l + w]
         elif g == 1 and wk is not None and self._dx_as_convolution(x_shape):
             dx, dW = self._grads_stride1(xp, dy, wk, x_shape, cols)
+        elif g == 1:
+            dx, dW = self._backward_sliced(xp, dyh, cols, wk, x_shape, geo)
         else:
             kg = kh * kw * cg
             if cols is not None:
-                if g == 1:  # cols is the input x: make the columns again
-                    dwk = xp.zeros((o, kg), dy.dtype)  # (O, kh*kw*C)
-                    rows = oh * ow
-                    xh = cols.transpose(0, 2, 3, 1)
-                    for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, o):
-                        dwk += dyh[i0 * rows : i1 * rows].T @ cb
-                else:
-                    dwk = xp.matmul(
-                        dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
-                    )  # (G, O/G, kh*kw*C/G)
+                dwk = xp.matmul(
+                    dyh.reshape(m, g, og).transpose(1, 2, 0), cols.reshape(m, g, kg).transpose(1, 0, 2)
+                )  # (G, O/G, kh*kw*C/G)
                 dW = xp.ascontiguousarray(dwk.reshape(o, kh, kw, cg).transpose(0, 3, 1, 2))
-            if wk is not None and g == 1:
-                # one product per kernel offset: dcols (kh, kw, M, C), so that col2im adds
-                # contiguous (OW, C) blocks (2x faster than columns laid out (M, kh*kw*C))
-                wb = wk.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)  # wk is W here
-                dcols = scratch(xp, (kh * kw, m, c), dy.dtype)
-                xp.matmul(dyh[None], wb, out=dcols)
-                dc6 = dcols.reshape(kh, kw, n, oh, ow, c)
-                dxh = scratch(xp, (n, hp, wp, c), dy.dtype)
-
-                def col2im(i0, i1):
-                    dxh[i0:i1] = 0
-                    im.col2im_offsets(dc6[:, :, i0:i1], dxh[i0:i1], *geo)
-
-                im.split_batch(xp, col2im, n, dcols.size)
-                dx = dxh[:, t : t + h, l : l + w, :].transpose(0, 3, 1, 2)
-            elif wk is not None:
+            if wk is not None:
                 dcols = scratch(xp, (g, m, kg), dy.dtype)
                 xp.matmul(dyh.reshape(m, g, og).transpose(1, 0, 2), wk.transpose(0, 2, 1), out=dcols)
                 dc7 = dcols.reshape(g, n, oh, ow, kh, kw, cg).transpose(1, 2, 3, 0, 4, 5, 6)
@@ -296,27 +394,88 @@ class Conv2d(Operation):
         return dx, dW
 
 
-def _column_chunks(
-    xp: Any, xh: Any, geo: tuple, pads: tuple = (0, 0, 0, 0), width: int = 0
-) -> Iterator[tuple[int, int, Any]]:
-    """Yield ``(i0, i1, cols)``: the columns (rows (i1-i0)*OH*OW, kh*kw*C) of the
-    windows of samples ``i0:i1`` of ``xh`` (N, H, W, C, any strides) zero-padded by
-    ``pads`` (top, left, bottom, right), for batch slices of about ``_CHUNK_BYTES`` of
-    columns (the whole batch on a GPU; ``_SKINNY_CHUNK_BYTES`` when the products that
-    use them have ``width`` <= ``_SKINNY_MAX_O`` output columns). Each slice is padded into a small reused
-    buffer, so no padded copy of the whole input is made (the cached padded inputs were
-    most of a ResNet's peak memory above its activations). The columns live in one
-    reused buffer: use each before taking the next."""
-    kh, kw, _, _, _, _, oh, ow = geo
-    n, h, w, c = xh.shape
-    t, l, b, r = pads
-    per_sample = oh * ow * kh * kw * c
+# ----- batch slices on the workers ---------------------------------------------------------------
+# Threading: numpy runs the im2col copies and col2im on one core, and on the skinny
+# products of a convolution (a few dozen output columns, a long inner dimension)
+# OpenBLAS's second thread mostly waits, so before this the convolutions used a second
+# core poorly (bench/README.md: a second thread sped PyTorch's CNN step up 1.3-1.9x,
+# ours 0.9-1.5x, while our CPU time per step doubled). Each batch slice makes its own
+# columns and products instead, the slices spread over singa.autograd.workers with
+# BLAS on one thread each: copies, col2im and products all run on every core, no
+# product hands work between BLAS threads, and a worker that is preempted holds up
+# one slice, not the whole product. What it saved, on a 2-core VM loaded by other
+# jobs (so indicative; bench/README.md, bench_conv_threads.py): CPU time per ResNet-20
+# graph step 1.35-1.6 s against 3.3-8.5 s before (bench_graph.py pairs, load 7-9);
+# single convolutions 1.15-1.65x faster on two workers than on one; on one core the
+# slicing costs up to 10 % more work. The slices depend only on the shapes, the weight-gradient partials
+# are added in slice order, and the products always run on one BLAS thread, so the
+# bits do not depend on the worker count.
+
+
+def _batch_slices(xp: Any, n: int, per_sample: int, width: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into even ``(start, stop)`` slices of about ``_CHUNK_BYTES``
+    (``_SKINNY_CHUNK_BYTES`` when the products have ``width`` <= ``_SKINNY_MAX_O``
+    output columns) when a sample's columns take ``per_sample`` bytes: an even number
+    of slices when there are several, so that two workers finish together (the whole
+    batch on a GPU)."""
+    if xp is not np:
+        return [(0, n)]
     budget = _SKINNY_CHUNK_BYTES if 0 < width <= _SKINNY_MAX_O else _CHUNK_BYTES
-    step = n if xp is not np else max(1, min(n, budget // (per_sample * xh.itemsize)))
+    count = -(-n * per_sample // budget)
+    return workers.even_pieces(n, count + (count > 1 and count % 2))
+
+
+def _run_slices(xp: Any, fn: Any, slices: list, macs: int, partial_bytes: int = 0) -> list:
+    """``fn(run)`` for runs of ``_SLICES_PER_PIECE`` consecutive ``slices`` (an even
+    number of runs when there are several), on the workers with BLAS on one thread,
+    results in order. When each run returns a partial sum of ``partial_bytes``, fewer
+    and longer runs keep all partials under ``_PARTIALS_BYTES``. A single run (small
+    work: the batch in one slice, or a GPU) is called inline, since a hand-off to a
+    worker costs 20-50 us: on one BLAS thread when its products take fewer than
+    ``_ONE_THREAD_MACS`` multiply-adds (``macs``, of the largest kind of product), on
+    BLAS's own threads otherwise."""
+    runs = -(-len(slices) // _SLICES_PER_PIECE)
+    runs += runs > 1 and runs % 2
+    if partial_bytes:
+        runs = min(runs, max(2, _PARTIALS_BYTES // partial_bytes))
+    parts = [(slices[a:b],) for a, b in workers.even_pieces(len(slices), runs)]
+    if xp is not np or (len(parts) < 2 and macs >= _ONE_THREAD_MACS):
+        return [fn(*p) for p in parts]
+    with blas_threads.limit(1):  # also with one worker: the same products as with two
+        return workers.run_pieces(fn, parts, xp)
+
+
+def _accumulate(total: Any, part: Any) -> Any:
+    """``total + part``, into ``total`` (a fresh array of the caller's) when there is one."""
+    if total is None:
+        return part
+    total += part
+    return total
+
+
+def _sum_in_order(parts: list) -> Any:
+    """The sum of the partial results ``parts`` (fresh arrays), added in order."""
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
+
+
+def _column_chunks(xp: Any, xh: Any, geo: tuple, pads: tuple, slices: list) -> Iterator[tuple[int, int, Any]]:
+    """Yield ``(i0, i1, cols)`` for each batch slice ``(i0, i1)`` of ``slices``: the
+    columns (rows (i1-i0)*OH*OW, kh*kw*C) of the windows of samples ``i0:i1`` of ``xh``
+    (N, H, W, C, any strides) zero-padded by ``pads`` (top, left, bottom, right).
+    Each slice is padded into a small reused buffer, so no padded copy of the whole
+    input is made (the cached padded inputs were most of a ResNet's peak memory above
+    its activations). The columns live in one reused buffer: use each before taking
+    the next."""
+    kh, kw, _, _, _, _, oh, ow = geo
+    h, w, c = xh.shape[1:]
+    t, l, b, r = pads
+    step = max(i1 - i0 for i0, i1 in slices)
     buf = scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
     padded = None if t == l == b == r == 0 else scratch(xp, (step, h + t + b, w + l + r, c), xh.dtype)
-    for i0 in range(0, n, step):
-        i1 = min(i0 + step, n)
+    for i0, i1 in slices:
         src = xh[i0:i1]
         if padded is not None:
             src = _pad_slice(padded[: i1 - i0], src, pads)

@@ -21,6 +21,7 @@ import numpy as np
 
 import singa.autograd._im2col as im
 import singa.autograd.conv_geometry as geo
+from singa.autograd import workers
 from singa.autograd.engine import Operation, array_module
 from singa.autograd.jit import kernel
 from singa.tensor import Tensor
@@ -105,7 +106,8 @@ class MaxPool2d(_Pooling):
 
     Forward takes the maximum of the kh*kw strided views of the padded input; backward
     finds each window's first maximum again, in one compiled pass on the CPU
-    (:func:`_max_backward`), with kh*kw views on a GPU.
+    (:func:`_max_backward`), with kh*kw views on a GPU. Both run over batch pieces on
+    the worker threads. (A compiled forward was 1.2-1.3x slower than the views.)
     """
 
     def forward(self, x):
@@ -127,7 +129,7 @@ class MaxPool2d(_Pooling):
             for v in views[2:]:
                 xp.maximum(ys, v, out=ys)
 
-        im.split_batch(xp, part, n, xpad.size + y.size * len(slices))
+        workers.run_pieces(part, workers.work_pieces(n, xpad.size + y.size * len(slices)), xp)
         if self.requires_grad:
             self.cache = (x4.shape, xpad, y)
         return self._from4(y)
@@ -151,7 +153,7 @@ class MaxPool2d(_Pooling):
         def part(a, b):
             _max_backward(xk[a:b], yk[a:b], dyk[a:b], dxc[a:b], *self._k, *self._s, cover)
 
-        im.split_batch(np, part, len(dxk), dxk.size + yk.size * 3)
+        workers.run_pieces(part, workers.work_pieces(len(dxk), dxk.size + yk.size * 3))
         if dxc is not dxk:
             dxk[...] = dxc
         return self._from4(self._crop(dxp, h, w))

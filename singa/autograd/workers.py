@@ -21,6 +21,7 @@ in the calling thread.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ import numpy as np
 
 from singa.autograd import blas_threads
 
-__all__ = ["worker_count", "run_pieces", "even_pieces"]
+__all__ = ["worker_count", "run_pieces", "run_flat", "even_pieces", "work_pieces", "PIECE_WORK", "MAX_PIECES"]
 
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
@@ -80,20 +81,89 @@ def even_pieces(n: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def _take_pieces(fn: Callable[..., Any], pieces: Sequence[Any], results: list, ticket: Any) -> None:
+    """Run the pieces whose numbers ``ticket`` hands out until none is left, keeping
+    ``(True, result)`` or ``(False, exception)`` at each piece's place."""
+    for i in ticket:
+        if i >= len(pieces):
+            return
+        try:
+            results[i] = (True, fn(*pieces[i]))
+        except BaseException as e:  # raised in the caller, in piece order
+            results[i] = (False, e)
+
+
 def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> list:
     """``[fn(*p) for p in pieces]``, the calls spread over :func:`worker_count`
-    threads with BLAS on one thread each while they run (numpy only: with cupy, one
-    worker, or one piece, the calls run inline in order). The results come back in
-    piece order; an exception in a piece is raised here after every piece has ended."""
+    threads (the calling one and ``worker_count() - 1`` pool threads, each taking the
+    next piece when it is free) with BLAS on one thread each while they run (numpy
+    only: with cupy, one worker, or one piece, the calls run inline in order). The
+    results come back in piece order; an exception in a piece is raised here after
+    every piece has ended."""
     workers = worker_count()
     if xp is not np or workers < 2 or len(pieces) < 2:
         return [fn(*p) for p in pieces]
     if not _pool:
-        _pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="singa-worker"))
+        _pool.append(ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="singa-worker"))
+    results: list = [None] * len(pieces)
+    ticket = itertools.count()  # next() on it is atomic under the GIL
     with blas_threads.limit(1):
-        futures = [_pool[0].submit(fn, *p) for p in pieces]
-        errors = [f.exception() for f in futures]
-    for e in errors:
-        if e is not None:
-            raise e
-    return [f.result() for f in futures]
+        helpers = [
+            _pool[0].submit(_take_pieces, fn, pieces, results, ticket)
+            for _ in range(min(workers, len(pieces)) - 1)
+        ]
+        _take_pieces(fn, pieces, results, ticket)
+        for h in helpers:
+            h.result()
+    for ok, value in results:
+        if not ok:
+            raise value
+    return [value for _, value in results]
+
+
+#: elements read and written per piece below which :func:`work_pieces` does not split:
+#: about 50 us of a memory-bound pass, the order of the pool's hand-off
+PIECE_WORK = 1 << 19
+#: at most this many pieces per kernel (a few more than two cores, so that a core slowed
+#: by other work takes fewer)
+MAX_PIECES = 4
+
+
+def work_pieces(n: int, work: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into pieces for a kernel touching ``work`` elements in all:
+    one piece per :data:`PIECE_WORK` elements, at most :data:`MAX_PIECES`. Depends on
+    the sizes only, never on the worker count."""
+    return even_pieces(n, max(1, min(MAX_PIECES, work // PIECE_WORK)))
+
+
+def _memory_flat(a: Any) -> Any:
+    """A 1-D view of ``a``'s elements in memory order, or None when ``a`` is not dense."""
+    t = a.transpose(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
+    return t.reshape(-1) if t.flags.c_contiguous else None
+
+
+def _flat_like(a: Any, like: Any) -> Any:
+    """``a``'s elements as a 1-D array in the memory order of the dense array ``like``
+    (a view when ``a`` is laid out as ``like``, else a copy)."""
+    f = _memory_flat(a) if a.strides == like.strides else None
+    if f is None:
+        f = np.empty_like(like, dtype=a.dtype)
+        np.copyto(f, a)
+        f = _memory_flat(f)
+    return f
+
+
+def run_flat(fn: Callable[..., Any], out: Any, *arrays: Any) -> None:
+    """An elementwise kernel over pieces of memory: ``fn(*pieces, out_piece)`` on 1-D
+    pieces of numpy ``arrays`` and ``out`` (all of ``out``'s shape) in ``out``'s memory
+    order, on the worker threads (:func:`work_pieces`, two elements touched per
+    element). An input laid out otherwise is copied into that order first; an ``out``
+    that is not dense is computed through a dense copy."""
+    o = _memory_flat(out)
+    dense = out if o is not None else np.empty_like(out)
+    o = o if o is not None else _memory_flat(dense)
+    flats = [_flat_like(a, dense) for a in arrays]
+    n = o.size
+    run_pieces(lambda i, j: fn(*[f[i:j] for f in flats], o[i:j]), work_pieces(n, 2 * n))
+    if dense is not out:
+        np.copyto(out, dense)

@@ -340,3 +340,60 @@ def test_prelu_shapes_broadcast_both_ways_as_singa():
         autograd.prelu(T(np.ones(4)), T(np.ones(3)))
     with pytest.raises(ValueError, match=r"^prelu: needs inputs of one dtype"):
         autograd.prelu(T(np.ones(4)), T(np.ones(4), dtype=np.float32))
+
+
+# ----- ReLU's CPU kernels: numpy's bits, any memory layout, any worker count --------------
+def _relu_edge_values(shape, dtype):
+    a = np.random.default_rng(4).standard_normal(shape).astype(dtype)
+    a.flat[:8] = [-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-30, -1e-30]
+    return a
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
+def test_relu_kernels_give_numpys_bits_in_any_layout_and_worker_count(monkeypatch, layout, dtype):
+    from singa.autograd import workers
+    from singa.autograd.activation import ReLU
+
+    monkeypatch.setattr(workers, "PIECE_WORK", 64)  # several pieces
+    base = (
+        _relu_edge_values((4, 3, 6, 6), dtype)
+        if dtype != np.int32
+        else np.arange(-200, 232).reshape(4, 3, 6, 6)
+    )
+    x = {
+        "nchw": base,
+        "nhwc": np.ascontiguousarray(base.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
+        "strided": base[:, :, ::2],
+    }[layout]
+    dy = _relu_edge_values(x.shape, np.float32 if dtype == np.int32 else dtype)[::-1]
+    with np.errstate(invalid="ignore"):
+        want_y, want_dx = np.maximum(x, 0), dy * (np.maximum(x, 0) > 0)
+    for count in (1, 2):
+        monkeypatch.setattr(workers, "_count", [count])
+        op = ReLU()
+        op.requires_grad = True
+        y = op.forward(x)
+        assert _bits(y) == _bits(want_y) and y.dtype == want_y.dtype
+        assert _bits(op.backward(dy)) == _bits(want_dx)
+        # the in-place variants graph replay uses
+        xc, dyc = x.copy(), dy.copy()
+        assert _bits(op._forward_into_x(xc)) == _bits(want_y)
+        assert _bits(op._backward_into_dy(dyc)) == _bits(want_dx)
+
+
+def test_relu_in_place_on_a_strided_array_writes_through():
+    from singa.autograd.activation import ReLU
+
+    full = np.random.default_rng(6).standard_normal((3, 4, 8))
+    view = full[:, :, ::2]
+    want = np.maximum(view, 0)
+    op = ReLU()
+    op.requires_grad = False
+    out = op._forward_into_x(view)
+    assert out is view
+    np.testing.assert_array_equal(full[:, :, ::2], want)

@@ -206,3 +206,12 @@ def test_separable_model_graph_is_bitwise_eager(sequential):
     graph = run(SeparableNet, make, data, use_graph=True, sequential=sequential)
     assert_same(eager, graph)
     assert any("sep1" in k for k in graph[2])
+
+
+def test_fused_relu_forward(path):
+    cfg = CONFIGS[0]
+    x, w, b = make(cfg, np.random.default_rng(8))
+    op = Conv2d((3, 3), (1, 1), (1, 1, 1, 1), groups=3, bias=True)
+    y = op.forward(x, w, b, relu=True)
+    expect = ref_conv2d(x, w, b, 1, (1, 1, 1, 1), 1, groups=3)
+    np.testing.assert_allclose(y, np.maximum(expect, 0), rtol=1e-12, atol=1e-12)

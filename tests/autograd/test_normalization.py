@@ -312,3 +312,69 @@ def test_batchnorm_gradcheck_between_convolutions(mode):
         return autograd.conv2d(y, w2)
 
     gradcheck(f, [x, w1, s, b, w2, rm, rv], wrt=[0, 1, 2, 3, 4])
+
+
+# ----- the CPU kernels: pieces, worker counts, accuracy -------------------------------------
+def bn_run(x, dy, mode, dt=np.float32):
+    """Outputs, gradients and running statistics of one batchnorm_2d call on ``x``."""
+    c = x.shape[1]
+    r = np.random.default_rng(3)
+    xt = Tensor(data=x, dtype=dt, requires_grad=True, stores_grad=True)
+    params = [Tensor(data=r.standard_normal(c), dtype=dt, requires_grad=True, stores_grad=True) for _ in "sb"]
+    stats = [const(np.zeros(c), dt), const(np.ones(c), dt)]
+    y = autograd.batchnorm_2d(xt, *params, *stats, momentum=0.8, training=mode)
+    g = autograd.gradients(y, dy=dy.astype(dt))
+    return [
+        y.to_numpy(),
+        g[xt].to_numpy(),
+        *(g[p].to_numpy() for p in params),
+        *(s.data.copy() for s in stats),
+    ]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("mode", [True, False])
+@pytest.mark.parametrize(
+    "shape,layout", [((9, 4, 5, 6), "nhwc"), ((9, 4, 5, 6), "nchw"), ((11, 7), "nchw"), ((9, 3, 10), "nchw")]
+)
+def test_batchnorm_same_bits_with_one_and_two_workers(monkeypatch, shape, layout, mode, dt):
+    from singa.autograd import workers
+
+    monkeypatch.setattr(workers, "PIECE_WORK", 64)  # several pieces even on small arrays
+    r = np.random.default_rng(2)
+    x, dy = r.standard_normal(shape) + 3.0, r.standard_normal(shape)
+    if layout == "nhwc":
+        x, dy = nhwc(x), nhwc(dy)
+    assert len(workers.work_pieces(shape[0], 2 * x.size)) > 1
+    runs = []
+    for count in (1, 2):
+        monkeypatch.setattr(workers, "_count", [count])
+        runs.append(bn_run(x.astype(dt), dy, mode, dt))
+    for a, b in zip(*runs):
+        assert a.dtype == dt
+        np.testing.assert_array_equal(a, b)
+    ref = bn_run(x, dy, mode, np.float64)  # and the pieces agree with float64
+    tol = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-10}[dt]
+    for a, b in zip(runs[0], ref):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.parametrize(
+    "shape,layout", [((32, 6, 8, 8), "nhwc"), ((32, 6, 8, 8), "nchw"), ((128, 20), "nchw")]
+)
+def test_batchnorm_float32_statistics_stay_accurate(shape, layout):
+    """One pass over x - k (k: the first samples' mean) keeps the batch statistics at
+    float32 rounding, also with a large mean and a first sample far from the rest."""
+    r = np.random.default_rng(5)
+    x = r.standard_normal(shape) * 0.5 + 1000.0
+    x[0] += 20.0  # 40 standard deviations out
+    x32 = x.astype(np.float32)
+    x32 = nhwc(x32) if layout == "nhwc" else x32
+    c = shape[1]
+    rm, rv = const(np.zeros(c), np.float32), const(np.ones(c), np.float32)
+    ones, zeros = const(np.ones(c), np.float32), const(np.zeros(c), np.float32)
+    autograd.batchnorm_2d(const(x32, np.float32), ones, zeros, rm, rv, momentum=0.0, training=True)
+    ax = chan_axes(x)
+    xr = x.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(rm.data, xr.mean(axis=ax), rtol=1e-7)
+    np.testing.assert_allclose(rv.data, xr.var(axis=ax, ddof=1), rtol=1e-6)

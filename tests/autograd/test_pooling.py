@@ -6,6 +6,7 @@ import pytest
 
 from singa import autograd
 from singa.autograd import _im2col as im
+from singa.autograd import workers
 from singa.autograd.gradcheck import gradcheck
 from singa.autograd.pooling import AvgPool2d, MaxPool2d
 from singa.tensor import Tensor
@@ -257,8 +258,10 @@ def test_threaded_split_matches_inline(cfg, monkeypatch):
     x = distinct(rng, (5,) + xs[1:])
     out = []
     for threads, min_split in ((1, 10**9), (3, 0)):
-        monkeypatch.setattr(im, "num_threads", threads)
+        monkeypatch.setattr(im, "num_threads", threads)  # average pooling
         monkeypatch.setattr(im, "MIN_SPLIT_ELEMENTS", min_split)
+        monkeypatch.setattr(workers, "_count", [min(threads, 2)])  # max pooling
+        monkeypatch.setattr(workers, "PIECE_WORK", 1 + min_split)
         res = []
         for f in (
             lambda t: autograd.max_pool_2d(t, k, s, p, ceil),
@@ -270,7 +273,7 @@ def test_threaded_split_matches_inline(cfg, monkeypatch):
             res += [y.to_numpy(), autograd.gradients(y, dy)[t].to_numpy()]
         out.append(res)
     for a, b in zip(*out):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(a, b)
 
 
 def test_two_live_outputs_do_not_share_memory():

@@ -24,7 +24,7 @@ def test_results_come_back_in_piece_order(monkeypatch):
 
     out = workers.run_pieces(piece, workers.even_pieces(1000, 7))
     assert out == [np.arange(a, b).sum() for a, b in workers.even_pieces(1000, 7)]
-    assert all(name.startswith("singa-worker") for name in seen)
+    assert seen <= {threading.current_thread().name} | {f"singa-worker_{i}" for i in range(4)}
 
 
 def test_one_worker_runs_inline(monkeypatch):
@@ -78,3 +78,40 @@ def test_the_environment_sets_the_worker_count(monkeypatch):
     monkeypatch.setattr(workers, "_count", [])
     monkeypatch.setenv("SINGA_NUM_THREADS", "1")
     assert workers.worker_count() == 1
+
+
+@pytest.mark.parametrize("layout", ["same", "transposed", "strided_out"])
+def test_run_flat_pieces_follow_the_outputs_memory_order(monkeypatch, layout):
+    monkeypatch.setattr(workers, "PIECE_WORK", 8)  # many pieces
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 3, 5))
+    b = np.ascontiguousarray(a.transpose(2, 0, 1)).transpose(1, 2, 0) if layout == "transposed" else a.copy()
+    full = np.zeros((4, 3, 10))
+    out = full[:, :, ::2] if layout == "strided_out" else np.empty_like(a)
+    seen = []
+
+    def kernel(x, y, o):
+        seen.append(len(o))
+        np.multiply(x, 2.0, out=o)
+        o += y
+
+    for count in (1, 2):
+        monkeypatch.setattr(workers, "_count", [count])
+        seen.clear()
+        workers.run_flat(kernel, out, a, b)
+        np.testing.assert_array_equal(out, 2.0 * a + b)
+        assert len(seen) == workers.MAX_PIECES and sum(seen) == a.size
+    if layout == "strided_out":
+        assert np.array_equal(full[:, :, ::2], 2.0 * a + b) and not full[:, :, 1::2].any()
+
+
+def test_two_workers_run_two_pieces_at_the_same_time(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    both_here = threading.Barrier(2, timeout=30)  # broken unless two pieces meet
+
+    def piece(i):
+        both_here.wait()
+        return threading.current_thread().name
+
+    names = workers.run_pieces(piece, [(0,), (1,)])
+    assert len(set(names)) == 2

@@ -262,3 +262,20 @@ def test_identity_of_a_dead_output_is_not_taken_for_its_slot():
     assert same, "CPython reuses a freed array's address for the next array of its size"
     s = rec.slot(same[0])
     assert s != 0 and rec.kinds[s] != rec.kinds[0]
+
+
+def test_resnet_with_convolution_slices_on_two_workers_is_bitwise_eager_and_one_worker(monkeypatch):
+    """Every convolution cut into one-sample batch slices run on two workers (their
+    weight-gradient partials added in slice order): graph replay is bitwise eager,
+    and both are bitwise the same run on one worker."""
+    from singa.autograd import conv, workers
+
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv, "_SKINNY_CHUNK_BYTES", 1)
+    data = batches(3, (5, 3, 8, 8), 3)
+    runs = []
+    for n, use_graph in ((2, False), (2, True), (1, True)):
+        monkeypatch.setattr(workers, "_count", [n])
+        runs.append(run(LayerCNN, OPTS["sgd"], data, use_graph=use_graph))
+    assert_same(runs[0], runs[1])
+    assert_same(runs[1], runs[2])
