@@ -30,6 +30,7 @@ __all__ = [
     "threads_for",
     "limit",
     "controller",
+    "configured_threads",
     "SKINNY_SIDE",
     "MIN_LIMITED_WORK",
 ]
@@ -41,6 +42,7 @@ SKINNY_SIDE = 32
 MIN_LIMITED_WORK = 1 << 20
 
 _blas: list = []  # [controller or None], found on first use
+_configured: list = []  # the thread counts that the open limit() blocks replaced
 
 
 def _numpys_own(libs: list) -> Any:
@@ -101,10 +103,21 @@ def limit(threads: int) -> Iterator[None]:
         yield
         return
     ctl.set_num_threads(threads)
+    _configured.append(before)
     try:
         yield
     finally:
+        _configured.pop()
         ctl.set_num_threads(before)
+
+
+def configured_threads() -> int | None:
+    """BLAS's thread count outside any :func:`limit` block (None without a
+    controllable BLAS)."""
+    if _configured:
+        return _configured[0]
+    ctl = controller()
+    return ctl.get_num_threads() if ctl is not None else None
 
 
 def matmul(a: Any, b: Any, out: Any = None) -> Any:

@@ -21,9 +21,10 @@ in the calling thread.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +32,16 @@ import numpy as np
 
 from singa.autograd import blas_threads
 
-__all__ = ["worker_count", "run_pieces", "run_flat", "even_pieces", "work_pieces", "PIECE_WORK", "MAX_PIECES"]
+__all__ = [
+    "worker_count",
+    "run_pieces",
+    "run_flat",
+    "even_pieces",
+    "work_pieces",
+    "blas_for_workers",
+    "PIECE_WORK",
+    "MAX_PIECES",
+]
 
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
@@ -61,9 +71,7 @@ def worker_count() -> int:
                 raise ValueError(f"SINGA_NUM_THREADS must be a positive integer, got {env!r}")
             n = int(env)
         else:
-            ctl = blas_threads.controller()
-            n = ctl.get_num_threads() if ctl is not None else None
-            n = n or _cores()
+            n = blas_threads.configured_threads() or _cores()
         _count.append(max(1, min(n, _cores())))
     return _count[0]
 
@@ -79,6 +87,22 @@ def even_pieces(n: int, parts: int) -> list[tuple[int, int]]:
         out.append((start, stop))
         start = stop
     return out
+
+
+@contextlib.contextmanager
+def blas_for_workers() -> Iterator[None]:
+    """Hold numpy's BLAS on one thread for the whole block (a training step, an
+    inference call) when there are several workers, so the kernels split their work
+    over the workers alone. Limiting BLAS only around each split kernel is not
+    enough: OpenBLAS's own threads spin for a while after each product they share,
+    and then take the second core from the workers (MNIST CNN graph step, 2 cores,
+    load 1.5: 55.9 ms median with BLAS on two threads between kernels, 36.4 ms on
+    one; bench/README.md)."""
+    if worker_count() < 2:
+        yield
+        return
+    with blas_threads.limit(1):
+        yield
 
 
 def _take_pieces(fn: Callable[..., Any], pieces: Sequence[Any], results: list, ticket: Any) -> None:

@@ -46,7 +46,7 @@ from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
-from singa.autograd import buffers
+from singa.autograd import buffers, workers
 from singa.autograd.engine import no_grad
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
@@ -234,9 +234,10 @@ class Model(Layer):
         prev = _ag.training
         _ag.training = training
         try:
-            if self.graph_mode:
-                return self._call_graph(fn, training, args, kwargs)
-            return fn(*args, **kwargs)
+            with workers.blas_for_workers():
+                if self.graph_mode:
+                    return self._call_graph(fn, training, args, kwargs)
+                return fn(*args, **kwargs)
         finally:
             _ag.training = prev
             if made != _layer_base.initializations:

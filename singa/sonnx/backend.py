@@ -26,6 +26,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
+from singa.autograd import workers
 from singa.sonnx import checks, registry
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
@@ -349,11 +350,14 @@ class SingaRep(BackendRep):
         intermediate values to append."""
         feeds, as_tensors = _feeds(self.graph, inputs, self.device)
         stop = self.graph.cut(last_layers)
-        if self.use_graph:
-            outs = self.replays.run(feeds, tuple(aux_output), stop)
-        else:
-            with autograd.no_grad():
-                outs = self.graph.run(feeds, self.params, training=False, extra=tuple(aux_output), stop=stop)
+        with workers.blas_for_workers():
+            if self.use_graph:
+                outs = self.replays.run(feeds, tuple(aux_output), stop)
+            else:
+                with autograd.no_grad():
+                    outs = self.graph.run(
+                        feeds, self.params, training=False, extra=tuple(aux_output), stop=stop
+                    )
         if as_tensors:
             return outs
         return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]

@@ -115,3 +115,46 @@ def test_two_workers_run_two_pieces_at_the_same_time(monkeypatch):
 
     names = workers.run_pieces(piece, [(0,), (1,)])
     assert len(set(names)) == 2
+
+
+def test_the_worker_count_read_inside_a_blas_limit_is_blas_own_setting(monkeypatch):
+    from singa.autograd import blas_threads
+
+    ctl = blas_threads.controller()
+    if ctl is None or (ctl.get_num_threads() or 1) < 2:
+        pytest.skip("needs a controllable BLAS on two or more threads")
+    monkeypatch.delenv("SINGA_NUM_THREADS", raising=False)
+    monkeypatch.setattr(workers, "_count", [])
+    configured = min(ctl.get_num_threads(), workers._cores())
+    with blas_threads.limit(1):
+        assert ctl.get_num_threads() == 1
+        assert workers.worker_count() == configured
+
+
+def test_a_model_call_holds_blas_on_one_thread_when_the_workers_split_the_work(monkeypatch):
+    from singa import layer, model, tensor
+    from singa.autograd import blas_threads
+
+    ctl = blas_threads.controller()
+    if ctl is None or (ctl.get_num_threads() or 1) < 2:
+        pytest.skip("needs a controllable BLAS on two or more threads")
+    seen = []
+
+    class Probe(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(3)
+
+        def forward(self, x):
+            seen.append(ctl.get_num_threads())
+            return self.fc(x)
+
+    m = Probe()
+    m.eval()
+    x = tensor.from_numpy(np.ones((2, 4), np.float32))
+    before = ctl.get_num_threads()
+    for count, want in ((2, 1), (1, before)):
+        monkeypatch.setattr(workers, "_count", [count])
+        m(x)
+        assert seen[-1] == want
+    assert ctl.get_num_threads() == before
