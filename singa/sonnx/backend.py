@@ -183,17 +183,16 @@ class OnnxGraph:
 
         SINGA's rule (its ``SingaRep.run``): layers are the nodes other than Constant,
         and ``last_layers`` is the index of the last layer run, ``layers[:k + 1]``; a
-        negative ``k`` counts as ``k + 1 + n``, so ``-2`` runs every layer and ``-3`` all
+        negative ``k`` gives ``(k + 1) mod n``, so ``-2`` runs every layer, ``-3`` all
         but the last (SINGA's transfer-learning example cuts a classifier off with
-        ``-3``). ``-1`` runs every layer, as SINGA's documentation says (its code reduces
-        ``k + 1`` modulo n and runs only the first layer: a bug not followed)."""
+        ``-3``) and ``-1`` only the first layer (SINGA's test_onnx.py checks that)."""
         if last_layers is None:
             return None
         n = len(self.layers)
         if isinstance(last_layers, bool) or not isinstance(last_layers, int | np.integer):
             raise TypeError(f"ONNX run: last_layers must be an int, got {type(last_layers).__name__}")
         k = int(last_layers)
-        last = k if k >= 0 else (n - 1 if k == -1 else k + 1 + n)
+        last = k if k >= 0 else (k + 1) % n if k >= -n - 1 else -1
         if not 0 <= last < n:
             raise ValueError(
                 f"ONNX run: last_layers={last_layers} is out of range: the graph has {n} layers "
