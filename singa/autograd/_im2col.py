@@ -15,14 +15,10 @@ public :mod:`singa.autograd.conv_geometry`, their buffer pool :mod:`singa.autogr
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
+from singa.autograd import workers
 from singa.autograd.buffers import scratch
 
 
@@ -153,35 +149,9 @@ def col2im_kmajor(
 
 
 # ----- threads --------------------------------------------------------------------------
-# Elementwise numpy work (im2col copies, col2im, pooling) runs on one core while BLAS
-# uses all of them. split_batch() can cut such work along the batch axis and run the
-# parts on worker threads plus the calling thread (numpy releases the GIL in its
-# loops). In isolation this halves col2im on 2 cores, but in the full MNIST CNN step
-# on the 2-core machines it gained nothing measurable (OpenBLAS's own threads keep the
-# second core busy between products), so it is off by default: set
-# SINGA_NUM_THREADS=n (or this module's ``num_threads``) to enable it.
-
-
-def _default_threads() -> int:
-    env = os.environ.get("SINGA_NUM_THREADS")
-    return max(1, min(int(env), 16)) if env else 1
-
-
-num_threads = _default_threads()
-#: below this many elements of work, split_batch runs inline
-MIN_SPLIT_ELEMENTS = 200_000
-_executor: ThreadPoolExecutor | None = None
-_executor_pid = -1
-_executor_lock = threading.Lock()
-
-
-def _get_executor() -> ThreadPoolExecutor:
-    global _executor, _executor_pid
-    with _executor_lock:
-        if _executor is None or _executor_pid != os.getpid():  # a forked child needs its own threads
-            _executor = ThreadPoolExecutor(max(1, num_threads - 1), thread_name_prefix="singa-cpu")
-            _executor_pid = os.getpid()
-        return _executor
+# Elementwise numpy work (im2col copies, col2im, pooling) runs on one core unless it is
+# cut along the batch axis: split_batch() runs the parts on singa.autograd.workers
+# (numpy releases the GIL in its loops).
 
 
 def split_batch(xp: Any, fn: Callable[[int, int], None], n: int, work: int) -> None:
@@ -189,22 +159,20 @@ def split_batch(xp: Any, fn: Callable[[int, int], None], n: int, work: int) -> N
 
     ``fn`` must only touch its own slice of the batch (outputs of different parts
     must not overlap); ``work`` is the number of elements the whole call touches.
-    Runs inline on cupy, on one thread, for small work, or from a worker thread.
+    The parts are :func:`workers.work_pieces` of the work (inline on cupy, on one
+    worker, for small work, or from a worker thread).
     """
-    parts = min(num_threads, n)
-    if (
-        xp is not np
-        or parts < 2
-        or work < MIN_SPLIT_ELEMENTS
-        or threading.current_thread().name.startswith("singa-cpu")
-    ):
-        fn(0, n)
-        return
-    bounds = [n * i // parts for i in range(parts + 1)]
-    ex = _get_executor()
-    futures = [ex.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-    try:
-        fn(bounds[0], bounds[1])
-    finally:
-        for f in futures:
-            f.result()
+    workers.run_pieces(fn, workers.work_pieces(n, work), xp)
+
+
+def pad_nhwc_into(out: Any, src: Any, pads: tuple) -> Any:
+    """``src`` (n, H, W, C) copied into the middle of ``out`` (n, H+t+b, W+l+r, C),
+    whose border is zeroed; returns ``out``."""
+    t, l, b, r = pads
+    h, w = src.shape[1:3]
+    out[:, :t] = 0
+    out[:, t + h :] = 0
+    out[:, t : t + h, :l] = 0
+    out[:, t : t + h, l + w :] = 0
+    out[:, t : t + h, l : l + w] = src
+    return out

@@ -478,23 +478,10 @@ def _column_chunks(xp: Any, xh: Any, geo: tuple, pads: tuple, slices: list) -> I
     for i0, i1 in slices:
         src = xh[i0:i1]
         if padded is not None:
-            src = _pad_slice(padded[: i1 - i0], src, pads)
+            src = im.pad_nhwc_into(padded[: i1 - i0], src, pads)
         cb = buf[: i1 - i0]
         xp.copyto(cb, im.windows(xp, src, *geo))
         yield i0, i1, cb.reshape((i1 - i0) * oh * ow, kh * kw * c)
-
-
-def _pad_slice(out: Any, src: Any, pads: tuple) -> Any:
-    """``src`` (n, H, W, C) copied into the middle of ``out`` (n, H+t+b, W+l+r, C),
-    whose border is zeroed; returns ``out``."""
-    t, l, b, r = pads
-    h, w = src.shape[1:3]
-    out[:, :t] = 0
-    out[:, t + h :] = 0
-    out[:, t : t + h, :l] = 0
-    out[:, t : t + h, l + w :] = 0
-    out[:, t : t + h, l : l + w] = src
-    return out
 
 
 def conv2d(

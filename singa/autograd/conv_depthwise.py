@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+import singa.autograd._im2col as im
 import singa.autograd.conv_geometry as cgeo
 from singa.autograd.buffers import scratch
 from singa.autograd.engine import array_module
@@ -67,13 +68,7 @@ def _padded_nhwc(xp: Any, x: Any, pads: tuple) -> Any:
     if t == l == b == r == 0 and xh.flags.c_contiguous:
         return xh
     n, h, w, c = xh.shape
-    out = scratch(xp, (n, h + t + b, w + l + r, c), x.dtype)
-    out[:, :t] = 0
-    out[:, t + h :] = 0
-    out[:, t : t + h, :l] = 0
-    out[:, t : t + h, l + w :] = 0
-    out[:, t : t + h, l : l + w] = xh
-    return out
+    return im.pad_nhwc_into(scratch(xp, (n, h + t + b, w + l + r, c), x.dtype), xh, pads)
 
 
 def _geometry(op: Any, x_shape: tuple) -> tuple:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "MAX_PIECES",
 ]
 
+_THREAD_PREFIX = "singa-worker"
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
 
@@ -125,10 +127,11 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
     results come back in piece order; an exception in a piece is raised here after
     every piece has ended."""
     workers = worker_count()
-    if xp is not np or workers < 2 or len(pieces) < 2:
+    nested = threading.current_thread().name.startswith(_THREAD_PREFIX)  # a pool thread waiting
+    if xp is not np or workers < 2 or len(pieces) < 2 or nested:  # on its own pool would deadlock
         return [fn(*p) for p in pieces]
     if not _pool:
-        _pool.append(ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="singa-worker"))
+        _pool.append(ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix=_THREAD_PREFIX))
     results: list = [None] * len(pieces)
     ticket = itertools.count()  # next() on it is atomic under the GIL
     with blas_threads.limit(1):

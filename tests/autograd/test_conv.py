@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from singa import autograd
-from singa.autograd import _im2col as im
-from singa.autograd import buffers
+from singa.autograd import buffers, workers
 from singa.autograd.conv import Conv2d
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
@@ -232,9 +231,9 @@ def test_threaded_split_matches_inline(cfg, monkeypatch):
     x = np.concatenate([x] * 3)  # batch 6: uneven parts for 4 threads
     dy = rng.standard_normal(ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), *cfg[5:]).shape)
     out = []
-    for threads, min_split in ((1, 10**9), (4, 0)):
-        monkeypatch.setattr(im, "num_threads", threads)
-        monkeypatch.setattr(im, "MIN_SPLIT_ELEMENTS", min_split)
+    for threads, piece_work in ((1, 10**9), (2, 1)):
+        monkeypatch.setattr(workers, "_count", [threads])
+        monkeypatch.setattr(workers, "PIECE_WORK", piece_work)
         tx, tw = T(x), T(w)
         tb = None if b is None else T(b)
         y = autograd.conv2d(tx, tw, tb, *cfg[3:])

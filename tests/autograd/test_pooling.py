@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from singa import autograd
-from singa.autograd import _im2col as im
 from singa.autograd import workers
 from singa.autograd.gradcheck import gradcheck
 from singa.autograd.pooling import AvgPool2d, MaxPool2d
@@ -258,9 +257,7 @@ def test_threaded_split_matches_inline(cfg, monkeypatch):
     x = distinct(rng, (5,) + xs[1:])
     out = []
     for threads, min_split in ((1, 10**9), (3, 0)):
-        monkeypatch.setattr(im, "num_threads", threads)  # average pooling
-        monkeypatch.setattr(im, "MIN_SPLIT_ELEMENTS", min_split)
-        monkeypatch.setattr(workers, "_count", [min(threads, 2)])  # max pooling
+        monkeypatch.setattr(workers, "_count", [min(threads, 2)])
         monkeypatch.setattr(workers, "PIECE_WORK", 1 + min_split)
         res = []
         for f in (

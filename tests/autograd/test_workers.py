@@ -158,3 +158,15 @@ def test_a_model_call_holds_blas_on_one_thread_when_the_workers_split_the_work(m
         m(x)
         assert seen[-1] == want
     assert ctl.get_num_threads() == before
+
+
+def test_pieces_started_from_a_pool_thread_run_inline_there(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+
+    def outer(i):
+        inner = workers.run_pieces(lambda j: threading.current_thread().name, [(0,), (1,)])
+        return threading.current_thread().name, inner
+
+    for name, inner in workers.run_pieces(outer, [(0,), (1,), (2,)]):
+        if name.startswith("singa-worker"):  # a pool thread does not wait on its own pool
+            assert inner == [name, name]
