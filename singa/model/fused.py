@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from singa.autograd.blas_threads import matmul as _product
+from singa.autograd.products import matmul as _product
 from singa.autograd.engine import array_module
 
 __all__ = ["ConvForward", "LinearForward"]
@@ -63,7 +63,7 @@ class LinearForward:
         self.relu = relu
 
     def __call__(self, x: Any, W: Any, b: Any = None) -> Any:
-        y = _product(x, W)  # on MatMul's BLAS threads: a thread count can change the bits
+        y = _product(x, W)  # as MatMul does (a large product in row blocks on the workers)
         if b is not None:
             y += b.reshape(1, -1)
         return _relu_in_place(y) if self.relu else y
