@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from singa.autograd.products import matmul as _product
 from singa.autograd.engine import array_module
+from singa.autograd.products import matmul as _product
 
 __all__ = ["ConvForward", "LinearForward"]
 
