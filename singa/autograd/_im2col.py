@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from singa.autograd import workers
 from singa.autograd.buffers import scratch
 
@@ -89,6 +91,16 @@ def pad_nchw(
     return out
 
 
+def strided_view(xp: Any, x: Any, shape: tuple, strides: tuple) -> Any:
+    """A view of ``x``'s memory with ``shape`` and byte ``strides`` (from its first
+    element). For a C-contiguous numpy ``x`` it is made by the ndarray constructor,
+    which also checks that the view stays inside ``x``: 0.6 us against 6 us for
+    ``as_strided``, whose cost showed in every batch-1 convolution."""
+    if xp is np and x.flags.c_contiguous and x.size:
+        return np.ndarray(shape, x.dtype, x, 0, strides)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)
+
+
 def windows(
     xp: Any, x: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, groups: int = 1
 ) -> Any:
@@ -96,10 +108,8 @@ def windows(
     (N, H, W, C) with any strides (no copy; do not write to it)."""
     s0, s1, s2, s3 = x.strides
     cg = x.shape[3] // groups
-    return xp.lib.stride_tricks.as_strided(
-        x,
-        (x.shape[0], oh, ow, groups, kh, kw, cg),
-        (s0, s1 * sh, s2 * sw, s3 * cg, s1 * dh, s2 * dw, s3),
+    return strided_view(
+        xp, x, (x.shape[0], oh, ow, groups, kh, kw, cg), (s0, s1 * sh, s2 * sw, s3 * cg, s1 * dh, s2 * dw, s3)
     )
 
 
@@ -109,8 +119,8 @@ def windows_kmajor(
     """Read-only strided view (C, kh, kw, N, OH, OW) of the windows of ``x`` given
     as (N, C, H, W) with any strides (no copy)."""
     s0, s1, s2, s3 = x.strides
-    return xp.lib.stride_tricks.as_strided(
-        x, (x.shape[1], kh, kw, x.shape[0], oh, ow), (s1, s2 * dh, s3 * dw, s0, s2 * sh, s3 * sw)
+    return strided_view(
+        xp, x, (x.shape[1], kh, kw, x.shape[0], oh, ow), (s1, s2 * dh, s3 * dw, s0, s2 * sh, s3 * sw)
     )
 
 

@@ -174,7 +174,7 @@ class Conv2d(Operation):
         n, c = x.shape[:2]
         o, rows = W.shape[0], oh * ow
         xh = x.transpose(0, 2, 3, 1)
-        wk = W.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
+        wk = _laid_out(xp, W.transpose(2, 3, 1, 0), (kh * kw * c, o))
 
         def piece(slices):
             for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, slices):
@@ -247,7 +247,7 @@ class Conv2d(Operation):
         (kh, kw), (dh, dw), (t, l, _, _) = self.kernel_size, self.dilation, self.pads
         pt, pl = dh * (kh - 1) - t, dw * (kw - 1) - l
         pads = (pt, pl, h + dh * (kh - 1) - pt - oh, w + dw * (kw - 1) - pl - ow)
-        wf = W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1).reshape(kh * kw * o, c)
+        wf = _laid_out(xp, W[:, :, ::-1, ::-1].transpose(2, 3, 0, 1), (kh * kw * o, c))
         dxh = scratch(xp, (n, h, w, c), dy.dtype)
         dx2, rows = dxh.reshape(n * h * w, c), h * w
         xh = None if x is None else x.transpose(0, 2, 3, 1)
@@ -282,7 +282,7 @@ class Conv2d(Operation):
         if x is None and W is None:
             return None, None
         xh = None if x is None else x.transpose(0, 2, 3, 1)
-        wb = None if W is None else W.transpose(2, 3, 0, 1).reshape(kh * kw, o, c)
+        wb = None if W is None else _laid_out(xp, W.transpose(2, 3, 0, 1), (kh * kw, o, c))
         dxh = None if W is None else scratch(xp, (n, h + t + b, w + l + r, c), dyh.dtype)
         slices = _batch_slices(xp, n, rows * kk * dyh.itemsize, o)
         most = max(i1 - i0 for i0, i1 in slices) * rows * kk
@@ -443,6 +443,15 @@ def _run_slices(xp: Any, fn: Any, slices: list, macs: int, partial_bytes: int = 
         return [fn(*p) for p in parts]
     with blas_threads.limit(1):  # also with one worker: the same products as with two
         return workers.run_pieces(fn, parts, xp)
+
+
+def _laid_out(xp: Any, view: Any, shape: tuple) -> Any:
+    """The filters ``view`` (a transposed view of W) copied into a pooled array and
+    reshaped to ``shape`` for the products: a fresh copy on every call is page-faulted
+    in anew once it is above glibc's mmap threshold (128 KB: a 64x64 3x3 filter bank)."""
+    out = scratch(xp, view.shape, view.dtype)
+    xp.copyto(out, view)
+    return out.reshape(shape)
 
 
 def _accumulate(total: Any, part: Any) -> Any:
