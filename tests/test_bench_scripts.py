@@ -180,3 +180,27 @@ def test_bench_depthwise_rows(capsys):
     assert [(r[0], r[1]) for r in rows] == [
         (s, v) for s in ("1x3x6", "2x4x5") for v in ("depthwise", "passes", "grouped")
     ]
+
+
+def test_gemm_floor_records_each_convolutions_product():
+    import bench_gemm_floor
+
+    # MNIST CNN, batch 2: conv 5x5 1->32 on 28x28 (24x24 out), pool, conv 5x5 32->64 on 12x12 (8x8 out)
+    assert bench_gemm_floor.product_shapes("cnn", 2) == [(2 * 24 * 24, 25, 32), (2 * 8 * 8, 800, 64)]
+    shapes = bench_gemm_floor.product_shapes("resnet20", 1)
+    assert len(shapes) == 21 and shapes[0] == (32 * 32, 27, 16) and shapes[-1][2] == 64
+
+
+def test_gemm_floor_step_runs_every_product():
+    import bench_gemm_floor
+
+    calls = []
+    real = np.matmul
+
+    step = bench_gemm_floor.products_step([(4, 3, 2), (5, 6, 7)], 1)
+    try:
+        np.matmul = lambda a, b, out=None: calls.append((a.shape, b.shape)) or real(a, b, out=out)
+        step()
+    finally:
+        np.matmul = real
+    assert calls == [((4, 3), (3, 2)), ((5, 6), (6, 7))]
