@@ -10,9 +10,10 @@ of a zoo model, then times, in interleaved blocks with pauses (``_harness.run_bl
 - ``prepare``: ``sonnx.prepare(file).run`` on the exported model (the whole call);
 - ``ort``: onnxruntime on the same file (``--threads`` intra-op threads).
 
-The table's ``ratio`` is the products' median over onnxruntime's. The products are the arithmetic floor of singa's convolution path on numpy's BLAS:
-when they alone take more than 1.5x onnxruntime's whole forward, no rearrangement of
-the copies around them reaches that target. Quote the load (``uptime``) with the figures.
+The table's ``ratio`` is the products' median over onnxruntime's. The products are
+the arithmetic floor of singa's convolution path on numpy's BLAS: when they alone take
+more than 1.5x onnxruntime's whole forward, no rearrangement of the copies around them
+reaches that target. Quote the load (``uptime``) with the figures.
 
 Usage::
 
