@@ -25,7 +25,7 @@ __all__ = ["matmul", "block_count", "SPLIT_MACS"]
 
 #: products with fewer multiply-adds run whole: below it the hand-off to a worker (50-80
 #: us) eats the gain (2 cores, one BLAS thread each: (64, 784) @ (784, 100), 5 M, took
-#: 170 us whole and 300 us in two blocks; (64, 1024) @ (1024, 500), 33 M, 870 and 650 us)
+#: 170 us whole and 300-360 us in two blocks; (64, 1024) @ (1024, 500), 33 M, 870 and 650 us)
 SPLIT_MACS = 1 << 24
 #: at most this many blocks (two per SPLIT_MACS * 2 multiply-adds, an even number)
 _MAX_BLOCKS = 8
@@ -40,8 +40,19 @@ def _splittable(a: Any, b: Any, out: Any) -> bool:
         and b.ndim == 2
         and a.dtype == b.dtype
         and a.dtype.kind == "f"
-        and (out is None or (isinstance(out, np.ndarray) and out.dtype == a.dtype))
+        and (out is None or _separate_out(a, b, out))
         and a.shape[0] * a.shape[1] * b.shape[1] >= SPLIT_MACS
+    )
+
+
+def _separate_out(a: Any, b: Any, out: Any) -> bool:
+    """Whether ``out`` is a numpy array of the operands' dtype that shares no memory
+    with them (a block written while another block reads its operand would race)."""
+    return (
+        isinstance(out, np.ndarray)
+        and out.dtype == a.dtype
+        and not np.may_share_memory(out, a)
+        and not np.may_share_memory(out, b)
     )
 
 

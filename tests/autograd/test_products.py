@@ -51,6 +51,16 @@ def test_out_is_filled_and_returned(small_split):
     np.testing.assert_allclose(out, a @ b, rtol=1e-12)
 
 
+def test_out_overlapping_an_operand_runs_whole(small_split, monkeypatch):
+    """Blocks writing into an operand that other blocks still read would race."""
+    seen = _count_pieces(monkeypatch)
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((24, 24)), rng.standard_normal((24, 24))
+    want = a @ b
+    np.testing.assert_allclose(products.matmul(a, b, out=a), want, rtol=1e-12)
+    assert seen == []
+
+
 def test_transposed_operands(small_split):
     """Views with any strides (a weight gradient multiplies ``x.T``)."""
     rng = np.random.default_rng(2)
