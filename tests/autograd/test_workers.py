@@ -170,3 +170,32 @@ def test_pieces_started_from_a_pool_thread_run_inline_there(monkeypatch):
     for name, inner in workers.run_pieces(outer, [(0,), (1,), (2,)]):
         if name.startswith("singa-worker"):  # a pool thread does not wait on its own pool
             assert inner == [name, name]
+
+
+def test_run_flat_runs_a_small_kernel_inline_and_splits_a_large_one(monkeypatch):
+    """Below PIECE_WORK elements the kernel is called once, in this thread, without the
+    pool; at or above it the pieces go through run_pieces."""
+    monkeypatch.setattr(workers, "_count", [2])
+    pooled, calls = [], []
+    real = workers.run_pieces
+
+    def counted(fn, pieces):
+        pooled.append(len(pieces))
+        return real(fn, pieces)
+
+    monkeypatch.setattr(workers, "run_pieces", counted)
+
+    def double(a, out):
+        calls.append((threading.current_thread().name, a.size))
+        np.multiply(a, 2, out=out)
+
+    small = np.arange(12.0).reshape(3, 4)
+    out = np.empty_like(small)
+    workers.run_flat(double, out, small)
+    np.testing.assert_array_equal(out, small * 2)
+    assert pooled == [] and calls == [(threading.current_thread().name, 12)]
+    big = np.ones(workers.PIECE_WORK, dtype=np.float32)
+    out = np.empty_like(big)
+    workers.run_flat(double, out, big)
+    np.testing.assert_array_equal(out, 2)
+    assert pooled == [2]
