@@ -163,6 +163,19 @@ def work_pieces(n: int, work: int) -> list[tuple[int, int]]:
     return even_pieces(n, max(1, min(MAX_PIECES, work // PIECE_WORK)))
 
 
+def _same_layout_flats(out: Any, arrays: tuple) -> list | None:
+    """1-D views of ``arrays`` and then ``out``, in memory order, when ``out`` is dense
+    and every array is laid out as it is (C order, or ``out``'s strides); else None."""
+    if out.flags.c_contiguous and all(a.shape == out.shape and a.flags.c_contiguous for a in arrays):
+        return [a.reshape(-1) for a in (*arrays, out)]
+    if not all(a.shape == out.shape and a.strides == out.strides for a in arrays):
+        return None
+    order = sorted(range(out.ndim), key=lambda i: -out.strides[i])
+    if not out.transpose(order).flags.c_contiguous:
+        return None
+    return [a.transpose(order).reshape(-1) for a in (*arrays, out)]
+
+
 def _memory_flat(a: Any) -> Any:
     """A 1-D view of ``a``'s elements in memory order, or None when ``a`` is not dense."""
     t = a.transpose(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
@@ -186,8 +199,9 @@ def run_flat(fn: Callable[..., Any], out: Any, *arrays: Any) -> None:
     order, on the worker threads (:func:`work_pieces`, two elements touched per
     element). An input laid out otherwise is copied into that order first; an ``out``
     that is not dense is computed through a dense copy."""
-    if out.flags.c_contiguous and all(a.shape == out.shape and a.flags.c_contiguous for a in arrays):
-        o, dense, flats = out.reshape(-1), out, [a.reshape(-1) for a in arrays]  # the common case, ~2 us
+    same = _same_layout_flats(out, arrays)
+    if same is not None:  # the common case: no copies, ~2 us
+        o, dense, flats = same[-1], out, same[:-1]
     else:
         o = _memory_flat(out)
         dense = out if o is not None else np.empty_like(out)

@@ -194,7 +194,8 @@ def _absorb_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
     w_new = w64 * (a.reshape(-1, 1, 1, 1) if st.kind == "conv" else a.reshape(1, -1))
     b64 = np.zeros(o) if st.b is None else np.asarray(_host(rec.arrays[st.b]), np.float64).reshape(o)
     b_new = (b64 * a + c).astype(w.dtype)
-    st.w = rec.add_constant(xp.asarray(w_new.astype(w.dtype)))
+    w_new = xp.asarray(w_new.astype(w.dtype))
+    st.w = rec.add_constant(st.conv.product_layout(w_new) if st.kind == "conv" else w_new)
     st.b = rec.add_constant(xp.asarray(b_new))
     if st.kind == "matmul":
         st.kind = "linear"

@@ -41,6 +41,23 @@ def test_limit_holds_inside_the_block_and_is_restored():
         assert lib.get_num_threads() == before
 
 
+def test_a_limit_nested_in_a_stricter_one_does_not_ask_blas(monkeypatch):
+    """Inside limit(1), limit(1) and limit(2) hold BLAS at one thread without querying
+    it; the outer block restores the count."""
+    lib = blas()
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = lib.get_num_threads()
+        with bt.limit(1):
+            asked = []
+            real = type(lib).get_num_threads
+            monkeypatch.setattr(type(lib), "get_num_threads", lambda self: asked.append(1) or real(self))
+            with bt.limit(1), bt.limit(2):
+                assert real(lib) == 1
+            assert asked == []
+            monkeypatch.undo()
+        assert lib.get_num_threads() == before
+
+
 @pytest.mark.parametrize(
     "sa, sb",
     [((26, 36864), (36864, 32)), ((64, 1024), (1024, 500)), ((3, 40, 9000), (9000, 8)), ((9000,), (9000, 8))],
