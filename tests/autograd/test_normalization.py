@@ -378,3 +378,20 @@ def test_batchnorm_float32_statistics_stay_accurate(shape, layout):
     xr = x.astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(rm.data, xr.mean(axis=ax), rtol=1e-7)
     np.testing.assert_allclose(rv.data, xr.var(axis=ax, ddof=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("n", [3, 12])
+def test_batchnorm_shift_is_the_mean_of_the_first_samples(channels_last, n):
+    """The per-channel shift of the one-pass statistics: the float64 mean of the first
+    (at most eight) samples, in either memory layout."""
+    from singa.autograd import normalization as N
+
+    x = np.random.default_rng(n).standard_normal((n, 5, 4, 3)).astype(np.float32) * 3 + 100
+    if channels_last:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    lay = N._layout(x)
+    assert isinstance(lay, N._ChannelLast) == channels_last
+    want = x[: min(n, 8)].astype(np.float64).mean(axis=(0, 2, 3))
+    got = N._first_rows_mean(N._kernel_rows(lay, x), lay)  # float32 partial sums, float64 total
+    np.testing.assert_allclose(got, want, rtol=1e-6)
