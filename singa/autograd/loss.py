@@ -131,8 +131,11 @@ class SoftMaxCrossEntropy(Operation):
         xp = array_module(x)
         c = x.shape[-1]
         n = _rows(x)
-        if _compiled(x) and _is_index_target(x, t) and t.dtype.kind in "iu":
-            idx = t.reshape(-1).astype(np.int64, copy=False)
+        if _compiled(x) and _is_index_target(x, t) and t.dtype.kind in "iuf":
+            if t.dtype.kind == "f":  # float labels: checked to be whole numbers first
+                idx = _indices("softmax_cross_entropy", t, c)
+            else:
+                idx = t.reshape(-1).astype(np.int64, copy=False)
             p = np.empty(x.shape, x.dtype)
             total, bad = _softmax_xent(x.reshape(-1, c), idx, p.reshape(-1, c))
             if bad:  # an index outside [0, c): _indices says which values
