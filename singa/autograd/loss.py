@@ -142,7 +142,7 @@ class SoftMaxCrossEntropy(Operation):
                 _indices("softmax_cross_entropy", t, c)
             if self.requires_grad:
                 self.cache = (p, idx)
-            return _scalar(xp, total / n, x.dtype)
+            return _scalar(xp, np.float64(total) / n, x.dtype)  # an empty batch gives NaN
         shifted = x - x.max(axis=-1, keepdims=True)
         e = xp.exp(shifted)
         s = e.sum(axis=-1, keepdims=True)
@@ -167,7 +167,7 @@ class SoftMaxCrossEntropy(Operation):
         n = _rows(p)
         if t.dtype.kind == "i" and _compiled(p):
             g = np.empty(p.shape, p.dtype)
-            _softmax_xent_grad(p.reshape(-1, c), t, float(_dy(dy)) / n, g.reshape(-1, c))
+            _softmax_xent_grad(p.reshape(-1, c), t, float(_dy(dy)) / max(n, 1), g.reshape(-1, c))
             return g
         if t.dtype.kind == "i":  # flat class indices (labels were cast to p's dtype)
             g = p.reshape(-1, c).copy()

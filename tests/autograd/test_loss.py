@@ -372,3 +372,12 @@ def test_softmax_cross_entropy_bad_index_leaves_no_cache():
     with pytest.raises(ValueError, match=r"got values in \[0, 3\]"):
         op.forward(np.zeros((2, 3)), np.array([0, 3]))
     assert op.cache is None
+
+
+def test_softmax_cross_entropy_of_an_empty_batch_is_nan_with_an_empty_gradient():
+    x = T(np.zeros((0, 4), np.float32))
+    with pytest.warns(RuntimeWarning):
+        loss = autograd.softmax_cross_entropy(x, C(np.zeros((0,), np.int32)))
+    assert np.isnan(loss.to_numpy()[0])
+    g = loss.creator.backward()
+    assert g.shape == (0, 4) and g.dtype == np.float32
