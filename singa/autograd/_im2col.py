@@ -22,6 +22,7 @@ import numpy as np
 
 from singa.autograd import workers
 from singa.autograd.buffers import scratch
+from singa.autograd.jit import kernel
 
 
 def is_channels_last(x: Any) -> bool:
@@ -139,12 +140,37 @@ def col2im_nhwc(
 def col2im_offsets(
     dcols: Any, dx: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
 ) -> None:
-    """Add the columns ``dcols`` (kh, kw, N, OH, OW, C) back into ``dx`` (N, Hp, Wp, C)."""
+    """Add the columns ``dcols`` (kh, kw, N, OH, OW, C) back into ``dx`` (N, Hp, Wp, C).
+    On the CPU (float32/float64) one compiled pass (:func:`_col2im_offsets`), else one
+    array addition per kernel offset; both add the offsets in the same order."""
+    if isinstance(dx, np.ndarray) and dx.dtype in _COMPILED and dcols.dtype == dx.dtype:
+        _col2im_offsets(dcols, dx, sh, sw, dh, dw)
+        return
     for i in range(kh):
         hs = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
         for j in range(kw):
             ws = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
             dx[:, hs, ws] += dcols[i, j]
+
+
+_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# kh * kw array additions per batch slice cost 10-20 us of dispatch each; one pass over
+# the columns is 3-3.6x faster (a (5, 5, 8, 8, 8, 32) float32 slice: 0.41 -> 0.13 ms)
+# and gives the same bits (each dx element sums the offsets in the same order).
+@kernel
+def _col2im_offsets(dcols, dx, sh, sw, dh, dw):  # pragma: no cover (compiled)
+    kh, kw, n, oh, ow, c = dcols.shape
+    for b in range(n):
+        for i in range(kh):
+            for j in range(kw):
+                for oy in range(oh):
+                    y = oy * sh + i * dh
+                    for ox in range(ow):
+                        x = ox * sw + j * dw
+                        for ch in range(c):
+                            dx[b, y, x, ch] += dcols[i, j, b, oy, ox, ch]
 
 
 def col2im_kmajor(

@@ -366,3 +366,29 @@ def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
     assert Conv2d((3, 3)).product_layout(narrow) is narrow
     grouped = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
     assert Conv2d((3, 3), groups=2).product_layout(grouped) is grouped
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize(
+    "geo", [(3, 3, 1, 1, 1, 1, 6, 5), (2, 3, 2, 1, 1, 2, 4, 3), (3, 2, 2, 3, 2, 1, 3, 4)]
+)
+def test_col2im_offsets_adds_every_offset_in_order(dtype, geo):
+    """col2im_offsets (compiled for float32/64, array additions for float16) equals
+    adding each kernel offset's columns into dx in turn, bit for bit."""
+    from singa.autograd import _im2col as im
+
+    kh, kw, sh, sw, dh, dw, oh, ow = geo
+    rng = np.random.default_rng(5)
+    n, c = 2, 3
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 2, (ow - 1) * sw + (kw - 1) * dw + 1
+    dcols = rng.standard_normal((kh, kw, n, oh, ow, c)).astype(dtype)
+    start = rng.standard_normal((n, hp, wp, c)).astype(dtype)
+    want = start.copy()
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            want[:, rows, cols] += dcols[i, j]
+    got = start.copy()
+    im.col2im_offsets(dcols, got, *geo)
+    assert got.tobytes() == want.tobytes()
