@@ -201,14 +201,23 @@ def split_batch(xp: Any, fn: Callable[[int, int], None], n: int, work: int) -> N
     workers.run_pieces(fn, workers.work_pieces(n, work), xp)
 
 
-def pad_nhwc_into(out: Any, src: Any, pads: tuple) -> Any:
-    """``src`` (n, H, W, C) copied into the middle of ``out`` (n, H+t+b, W+l+r, C),
-    whose border is zeroed; returns ``out``."""
+def zero_border(out: Any, h: int, w: int, pads: tuple) -> None:
+    """Zero the border ``pads`` (top, left, bottom, right) of ``out`` (n, H+t+b, W+l+r, C)
+    around its (H, W) middle."""
     t, l, b, r = pads
-    h, w = src.shape[1:3]
     out[:, :t] = 0
     out[:, t + h :] = 0
     out[:, t : t + h, :l] = 0
     out[:, t : t + h, l + w :] = 0
+
+
+def pad_nhwc_into(out: Any, src: Any, pads: tuple, border: bool = True) -> Any:
+    """``src`` (n, H, W, C) copied into the middle of ``out`` (n, H+t+b, W+l+r, C),
+    whose border is zeroed (unless ``border`` is False: the caller zeroed it already, e.g.
+    once for a buffer that takes one batch slice after another); returns ``out``."""
+    t, l, b, r = pads
+    h, w = src.shape[1:3]
+    if border:
+        zero_border(out, h, w, pads)
     out[:, t : t + h, l : l + w] = src
     return out

@@ -498,10 +498,12 @@ def _column_chunks(xp: Any, xh: Any, geo: tuple, pads: tuple, slices: list) -> I
     step = max(i1 - i0 for i0, i1 in slices)
     buf = scratch(xp, (step, oh, ow, 1, kh, kw, c), xh.dtype)
     padded = None if t == l == b == r == 0 else scratch(xp, (step, h + t + b, w + l + r, c), xh.dtype)
+    if padded is not None:
+        im.zero_border(padded, h, w, pads)  # once: each slice overwrites only the middle
     for i0, i1 in slices:
         src = xh[i0:i1]
         if padded is not None:
-            src = im.pad_nhwc_into(padded[: i1 - i0], src, pads)
+            src = im.pad_nhwc_into(padded[: i1 - i0], src, pads, border=False)
         cb = buf[: i1 - i0]
         xp.copyto(cb, im.windows(xp, src, *geo))
         yield i0, i1, cb.reshape((i1 - i0) * oh * ow, kh * kw * c)
