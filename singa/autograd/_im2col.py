@@ -156,6 +156,33 @@ def col2im_offsets(
 _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool) -> None:
+    """``out`` (rows, O) += ``bias`` (O,) (when given), then max(out, 0) (when ``relu``),
+    in place. On the CPU (float32/float64) one compiled pass (:func:`_bias_relu`), else
+    array expressions; ReLU as the ReLU operator computes it (0 for -0.0, NaN stays)."""
+    if bias is None and not relu:
+        return
+    if xp is np and out.dtype in _COMPILED and out.flags.c_contiguous and out.ndim == 2:
+        b = bias if bias is not None else np.zeros(out.shape[1], out.dtype)
+        _bias_relu(out, b.astype(out.dtype, copy=False), bias is not None, relu)
+        return
+    if bias is not None:
+        out += bias
+    if relu:
+        xp.maximum(out, 0, out=out)
+
+
+# Two array passes over a batch slice's output (bias, then ReLU) cost 21 us at batch 1
+# for a (1024, 16) slice, mostly dispatch; one compiled pass touches each element once.
+@kernel
+def _bias_relu(out, bias, add, relu):  # pragma: no cover (compiled)
+    z = out.dtype.type(0)
+    for r in range(out.shape[0]):
+        for o in range(out.shape[1]):
+            v = out[r, o] + bias[o] if add else out[r, o]
+            out[r, o] = (z if v <= z else v) if relu else v
+
+
 # kh * kw array additions per batch slice cost 10-20 us of dispatch each; one pass over
 # the columns is 3-3.6x faster (a (5, 5, 8, 8, 8, 32) float32 slice: 0.41 -> 0.13 ms)
 # and gives the same bits (each dx element sums the offsets in the same order).

@@ -191,10 +191,7 @@ class Conv2d(Operation):
             for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, slices):
                 out = y2[i0 * rows : i1 * rows]
                 xp.matmul(cb, wk, out=out)
-                if bias is not None:
-                    out += bias
-                if relu:
-                    xp.maximum(out, 0, out=out)
+                im.add_bias_relu(xp, out, bias, relu)
 
         _run_slices(
             xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o), n * rows * kh * kw * c * o

@@ -392,3 +392,25 @@ def test_col2im_offsets_adds_every_offset_in_order(dtype, geo):
     got = start.copy()
     im.col2im_offsets(dcols, got, *geo)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_bias, relu", [(True, True), (True, False), (False, True)])
+def test_bias_and_relu_in_one_pass_as_the_operators_compute_them(dtype, with_bias, relu):
+    """add_bias_relu on the CPU: out + bias rounded as numpy adds, then ReLU as the
+    ReLU operator gives it (+0.0 for -0.0 and negatives, NaN kept)."""
+    from singa.autograd import _im2col as im
+    from singa.autograd.activation import ReLU
+
+    rng = np.random.default_rng(9)
+    out = rng.standard_normal((7, 5)).astype(dtype)
+    out[0, :3] = [-0.0, np.nan, 0.0]
+    bias = rng.standard_normal(5).astype(dtype) if with_bias else None
+    want = out + bias if with_bias else out.copy()
+    if relu:
+        op = ReLU()
+        op.requires_grad = False
+        want = op.forward(want)
+    got = out.copy()
+    im.add_bias_relu(np, got, None if bias is None else bias.copy(), relu)
+    assert got.tobytes() == want.tobytes()
