@@ -114,17 +114,6 @@ class Conv2d(Operation):
         ow = geo.out_size(w, kw, sw, l, r, dw)
         return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
 
-    def product_layout(self, W: Any) -> Any:
-        """``W`` (O, C, kh, kw) as a view of a copy laid out (kh, kw, C, O) in memory, the
-        layout in which the pixel-major forward multiplies the filters (an ungrouped
-        convolution of more than ``_KMAJOR_MAX_C`` channels), so that its products read
-        them without a copy; otherwise ``W`` itself. For weights that stay constant
-        (BatchNorm folded in by :mod:`singa.model.inference`): a batch-1 ResNet-20
-        inference copied about 1 MB of filters per call before."""
-        if self.groups != 1 or W.ndim != 4 or W.shape[1] <= _KMAJOR_MAX_C:
-            return W
-        return array_module(W).ascontiguousarray(W.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)
-
     def forward(self, x, W, b=None, *, relu: bool = False):
         """y (N, O, OH, OW), NCHW with NHWC memory. ``relu``: max(y, 0) applied to each
         batch slice as it is made, while it is in cache (evaluation only: the backward
@@ -457,12 +446,24 @@ def _laid_out(xp: Any, view: Any, shape: tuple) -> Any:
     """The filters ``view`` (a transposed view of W) copied into a pooled array and
     reshaped to ``shape`` for the products: a fresh copy on every call is page-faulted
     in anew once it is above glibc's mmap threshold (128 KB: a 64x64 3x3 filter bank).
-    Filters already laid out so (:meth:`Conv2d.product_layout`) are used as they are."""
+    Filters already laid out so (:func:`product_layout`) are used as they are."""
     if view.flags.c_contiguous:
         return view.reshape(shape)
     out = scratch(xp, view.shape, view.dtype)
     xp.copyto(out, view)
     return out.reshape(shape)
+
+
+def product_layout(W: Any, groups: int = 1) -> Any:
+    """Filters ``W`` (O, C, kh, kw) as a view of a copy laid out (kh, kw, C, O) in memory,
+    the layout in which the pixel-major forward multiplies them (an ungrouped
+    convolution of more than ``_KMAJOR_MAX_C`` channels), so that its products read them
+    without a copy; otherwise ``W`` itself. For weights that stay constant (BatchNorm
+    folded in by :mod:`singa.model.inference`, ONNX initializers in ``sonnx.prepare``):
+    a batch-1 ResNet-20 inference copied about 1 MB of filters per call before."""
+    if groups != 1 or W.ndim != 4 or W.shape[1] <= _KMAJOR_MAX_C:
+        return W
+    return array_module(W).ascontiguousarray(W.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)
 
 
 def _accumulate(total: Any, part: Any) -> Any:

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from singa.autograd.activation import ReLU
-from singa.autograd.conv import Conv2d
+from singa.autograd.conv import Conv2d, product_layout
 from singa.autograd.linalg import AddBias, Gemm, MatMul
 from singa.autograd.normalization import BatchNorm2d
 from singa.model.fused import ConvForward, LinearForward
@@ -195,7 +195,7 @@ def _absorb_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
     b64 = np.zeros(o) if st.b is None else np.asarray(_host(rec.arrays[st.b]), np.float64).reshape(o)
     b_new = (b64 * a + c).astype(w.dtype)
     w_new = xp.asarray(w_new.astype(w.dtype))
-    st.w = rec.add_constant(st.conv.product_layout(w_new) if st.kind == "conv" else w_new)
+    st.w = rec.add_constant(product_layout(w_new, st.conv.groups) if st.kind == "conv" else w_new)
     st.b = rec.add_constant(xp.asarray(b_new))
     if st.kind == "matmul":
         st.kind = "linear"

@@ -26,7 +26,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
-from singa.autograd import workers
+from singa.autograd import conv, workers
 from singa.sonnx import checks, registry
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
@@ -308,6 +308,19 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
     return feeds, as_tensors
 
 
+def _lay_out_conv_weights(contexts: Sequence[NodeContext], params: dict[str, Tensor]) -> None:
+    """Conv weights given as initializers, kept in the layout the convolution's products
+    read (:func:`singa.autograd.conv.product_layout`; same values), so that a run does not
+    copy every filter bank again. In-place changes to ``params`` still reach the runs."""
+    for ctx in contexts:
+        if ctx.op_type != "Conv" or len(ctx.node.input) < 2 or ctx.node.input[1] not in params:
+            continue
+        w = params[ctx.node.input[1]]
+        laid = conv.product_layout(w.data, int(ctx.attr("group", 1)))
+        if laid is not w.data:
+            params[ctx.node.input[1]] = Tensor._wrap(laid, w.device)
+
+
 class SingaRep(BackendRep):
     """A prepared ONNX model (ONNX backend API): ``run(inputs)`` returns the outputs.
 
@@ -334,6 +347,7 @@ class SingaRep(BackendRep):
         self.device = device
         self.graph = OnnxGraph(model, device, source)
         self.params = {n: self.graph._const(a) for n, a in self.graph.initializers.items()}
+        _lay_out_conv_weights(self.graph.contexts(False), self.params)
         self.use_graph = bool(use_graph)
         self.replays = ReplayCache(self.graph, self.params, fold_batchnorm)
 

@@ -344,9 +344,9 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
 
 
 def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
-    """Conv2d.product_layout: the same values as a view of (kh, kw, C, O) memory, which
+    """conv.product_layout: the same values as a view of (kh, kw, C, O) memory, which
     the pixel-major forward multiplies as it is (no filter copy), with equal bits;
-    grouped and few-channel convolutions keep W as it is."""
+    grouped and few-channel convolutions keep W as it is; laying out twice is a no-op."""
     from singa.autograd import conv as conv_module
 
     rng = np.random.default_rng(3)
@@ -354,18 +354,19 @@ def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
     W = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
     op = Conv2d((3, 3), pads=(1, 1, 1, 1))
     op.requires_grad = False
-    laid = op.product_layout(W)
+    laid = conv_module.product_layout(W)
     np.testing.assert_array_equal(laid, W)
     assert laid.transpose(2, 3, 1, 0).flags.c_contiguous and not np.shares_memory(laid, W)
+    assert np.shares_memory(conv_module.product_layout(laid), laid)
     view = conv_module._laid_out(np, laid.transpose(2, 3, 1, 0), (54, 5))
     assert np.shares_memory(view, laid)
     want = op.forward(x, W)
     got = op.forward(x, laid)
     assert got.shape == want.shape and got.tobytes(order="A") == want.tobytes(order="A")
     narrow = W[:, :4].copy()
-    assert Conv2d((3, 3)).product_layout(narrow) is narrow
+    assert conv_module.product_layout(narrow) is narrow
     grouped = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
-    assert Conv2d((3, 3), groups=2).product_layout(grouped) is grouped
+    assert conv_module.product_layout(grouped, groups=2) is grouped
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])

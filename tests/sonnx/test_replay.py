@@ -218,3 +218,22 @@ def test_prepared_cnn_fuses_bias_and_relu_bitwise(tmp_path):
         xs = f32(2, 1, 16, 16)
         np.testing.assert_array_equal(rep.run([xs])[0], eager.run([xs])[0])
     assert rep.replays.fusions() == {"conv+relu": 2, "linear+relu": 1}
+
+
+def test_conv_weights_are_kept_in_the_products_layout_and_stay_live():
+    """prepare keeps a Conv's weight initializer in the layout the convolution's
+    products read (same values, no copy per run); changes made in place still reach
+    node-by-node runs, and a grouped Conv keeps its weights as given."""
+    W = f32(5, 6, 3, 3)
+    model, shape = one_node("Conv", shape=(2, 6, 7, 7), inits=[init("W", W)], extra_inputs=["W"])
+    rep = sonnx.prepare(model, use_graph=False)
+    w = rep.params["W"].data
+    assert w.transpose(2, 3, 1, 0).flags.c_contiguous
+    np.testing.assert_array_equal(w, W)
+    x = f32(*shape)
+    y = rep.run([x])[0]
+    w *= 2.0
+    np.testing.assert_allclose(rep.run([x])[0], 2 * y, rtol=1e-6)
+    Wg = f32(6, 3, 3, 3)
+    grouped, _ = one_node("Conv", shape=shape, inits=[init("W", Wg)], extra_inputs=["W"], attrs={"group": 2})
+    assert sonnx.prepare(grouped).params["W"].data.flags.c_contiguous
