@@ -24,7 +24,7 @@ import numpy as np
 
 from singa.autograd import workers
 from singa.autograd.buffers import scratch
-from singa.autograd.jit import kernel
+from singa.autograd.jit import kernel, takes_floats
 
 
 def is_channels_last(x: Any) -> bool:
@@ -145,7 +145,7 @@ def col2im_offsets(
     """Add the columns ``dcols`` (kh, kw, N, OH, OW, C) back into ``dx`` (N, Hp, Wp, C).
     On the CPU (float32/float64) one compiled pass (:func:`_col2im_offsets`), else one
     array addition per kernel offset; both add the offsets in the same order."""
-    if isinstance(dx, np.ndarray) and dx.dtype in _COMPILED and dcols.dtype == dx.dtype:
+    if takes_floats(dx, dcols):
         _col2im_offsets(dcols, dx, sh, sw, dh, dw)
         return
     for i in range(kh):
@@ -155,16 +155,13 @@ def col2im_offsets(
             dx[:, hs, ws] += dcols[i, j]
 
 
-_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool) -> None:
     """``out`` (rows, O) += ``bias`` (O,) (when given), then max(out, 0) (when ``relu``),
     in place. On the CPU (float32/float64) one compiled pass (:func:`_bias_relu`), else
     array expressions; ReLU as the ReLU operator computes it (0 for -0.0, NaN stays)."""
     if bias is None and not relu:
         return
-    if xp is np and out.dtype in _COMPILED and out.flags.c_contiguous and out.ndim == 2:
+    if takes_floats(out) and out.flags.c_contiguous and out.ndim == 2:
         b = bias if bias is not None else np.zeros(out.shape[1], out.dtype)
         _bias_relu(out, b.astype(out.dtype, copy=False), bias is not None, relu)
         return

@@ -32,7 +32,7 @@ import singa.autograd._im2col as im
 import singa.autograd.conv_geometry as cgeo
 from singa.autograd.buffers import scratch
 from singa.autograd.engine import array_module
-from singa.autograd.jit import kernel
+from singa.autograd.jit import FLOAT_DTYPES, kernel
 from singa.autograd.workers import run_pieces
 
 __all__ = ["applies", "forward", "backward"]
@@ -241,7 +241,7 @@ def backward(op: Any, dy: Any) -> tuple:
 def _compiled(xp: Any, dtype: Any) -> bool:
     """Whether the numba kernels run (numpy arrays of float32 or float64; the elementwise
     passes above serve cupy)."""
-    return xp is np and dtype in (np.float32, np.float64)
+    return xp is np and dtype in FLOAT_DTYPES
 
 
 @kernel

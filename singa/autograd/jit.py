@@ -15,7 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["kernel"]
+import numpy as np
+
+__all__ = ["kernel", "FLOAT_DTYPES", "takes_floats"]
+
+#: the float dtypes the compiled kernels take (numba has no float16 on the CPU)
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def takes_floats(*arrays: Any) -> bool:
+    """Whether every one of ``arrays`` is a numpy array of one dtype in
+    :data:`FLOAT_DTYPES`, as the float kernels need (cupy and float16 arrays take the
+    operators' array expressions instead)."""
+    dtype = arrays[0].dtype
+    return dtype in FLOAT_DTYPES and all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
 
 
 def kernel(fn: Callable) -> Callable:

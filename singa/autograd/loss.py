@@ -21,7 +21,7 @@ import numpy as np
 
 from singa.autograd.engine import Operation, array_module
 from singa.autograd.errors import ShapeError
-from singa.autograd.jit import kernel
+from singa.autograd.jit import kernel, takes_floats
 from singa.tensor import Tensor
 
 __all__ = [
@@ -131,7 +131,7 @@ class SoftMaxCrossEntropy(Operation):
         xp = array_module(x)
         c = x.shape[-1]
         n = _rows(x)
-        if _compiled(x) and _is_index_target(x, t) and t.dtype.kind in "iuf":
+        if takes_floats(x) and _is_index_target(x, t) and t.dtype.kind in "iuf":
             if t.dtype.kind == "f":  # float labels: checked to be whole numbers first
                 idx = _indices("softmax_cross_entropy", t, c)
             else:
@@ -186,10 +186,6 @@ class SoftMaxCrossEntropy(Operation):
 # forward 29 -> 16 us, backward 10 -> 5 us). Sums and logarithms run in float64; the
 # gradient is stored in the scores' dtype. GPU and float16 arrays, and labels of the
 # scores' shape, take the array expressions of the operator above.
-def _compiled(a) -> bool:
-    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
-
-
 @kernel
 def _softmax_xent(x, idx, scale, g):  # pragma: no cover (compiled)
     """g = (softmax(x) - onehot(idx)) * scale by rows; returns (sum over rows of

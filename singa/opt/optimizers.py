@@ -25,10 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from singa.autograd.engine import array_module
-from singa.autograd.jit import kernel
+from singa.autograd.jit import kernel, takes_floats
 from singa.opt.base import Optimizer, _number
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSProp", "AdaGrad"]
@@ -133,12 +131,8 @@ def _fused(p: Any, g: Any, buf: Any) -> bool:
     call of the kernel), one float32 or float64 dtype and shape, and contiguous (so
     they flatten without copies)."""
     return (
-        type(p) is np.ndarray
+        takes_floats(p, g, buf)
         and p.size >= _FUSED_MIN_SIZE
-        and type(g) is np.ndarray
-        and type(buf) is np.ndarray
-        and p.dtype == g.dtype == buf.dtype
-        and p.dtype in _FUSED_DTYPES
         and p.shape == g.shape == buf.shape
         and p.flags.c_contiguous
         and g.flags.c_contiguous
@@ -146,7 +140,6 @@ def _fused(p: Any, g: Any, buf: Any) -> bool:
     )
 
 
-_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _FUSED_MIN_SIZE = 1 << 12
 
 
