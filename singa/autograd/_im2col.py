@@ -155,30 +155,49 @@ def col2im_offsets(
             dx[:, hs, ws] += dcols[i, j]
 
 
-def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool) -> None:
-    """``out`` (rows, O) += ``bias`` (O,) (when given), then max(out, 0) (when ``relu``),
-    in place. On the CPU (float32/float64) one compiled pass (:func:`_bias_relu`), else
-    array expressions; ReLU as the ReLU operator computes it (0 for -0.0, NaN stays)."""
-    if bias is None and not relu:
+def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool, residual: Any = None) -> None:
+    """``out`` (rows, O) += ``bias`` (O,) (when given), then += ``residual`` (rows, O)
+    (when given), then max(out, 0) (when ``relu``), in place: each step rounded as its
+    own array operation would round it. On the CPU (float32/float64) one compiled pass
+    (:func:`_bias_relu`), else array expressions; ReLU as the ReLU operator computes it
+    (0 for -0.0, NaN stays)."""
+    if bias is None and not relu and residual is None:
         return
-    if takes_floats(out) and out.flags.c_contiguous and out.ndim == 2:
+    if _compiled_rows(out, residual):
         b = bias if bias is not None else np.zeros(out.shape[1], out.dtype)
-        _bias_relu(out, b.astype(out.dtype, copy=False), bias is not None, relu)
+        res = residual if residual is not None else out  # not read when absent
+        _bias_relu(out, b.astype(out.dtype, copy=False), bias is not None, res, residual is not None, relu)
         return
     if bias is not None:
         out += bias
+    if residual is not None:
+        out += residual
     if relu:
         xp.maximum(out, 0, out=out)
 
 
+def _compiled_rows(out: Any, residual: Any) -> bool:
+    """Whether :func:`_bias_relu` takes ``out`` and ``residual`` (C-ordered numpy
+    float matrices of one dtype and shape)."""
+    if not (takes_floats(out) and out.flags.c_contiguous and out.ndim == 2):
+        return False
+    if residual is None:
+        return True
+    return takes_floats(out, residual) and residual.flags.c_contiguous and residual.shape == out.shape
+
+
 # Two array passes over a batch slice's output (bias, then ReLU) cost 21 us at batch 1
 # for a (1024, 16) slice, mostly dispatch; one compiled pass touches each element once.
+# The residual of a ResNet block is added in the same pass (singa.model.inference's
+# conv+add rule), instead of an Add and a ReLU over the whole output.
 @kernel
-def _bias_relu(out, bias, add, relu):  # pragma: no cover (compiled)
+def _bias_relu(out, bias, add, res, add_res, relu):  # pragma: no cover (compiled)
     z = out.dtype.type(0)
     for r in range(out.shape[0]):
         for o in range(out.shape[1]):
             v = out[r, o] + bias[o] if add else out[r, o]
+            if add_res:
+                v = v + res[r, o]
             out[r, o] = (z if v <= z else v) if relu else v
 
 

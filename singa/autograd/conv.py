@@ -114,12 +114,21 @@ class Conv2d(Operation):
         ow = geo.out_size(w, kw, sw, l, r, dw)
         return n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow
 
-    def forward(self, x, W, b=None, *, relu: bool = False):
-        """y (N, O, OH, OW), NCHW with NHWC memory. ``relu``: max(y, 0) applied to each
-        batch slice as it is made, while it is in cache (evaluation only: the backward
-        cache does not know about it; :class:`singa.model.fused.ConvForward` uses it)."""
+    def output_shape(self, x_shape: tuple, W_shape: tuple) -> tuple:
+        """The shape (N, O, OH, OW) of this convolution's output for these shapes."""
+        geo = self._geometry(x_shape)
+        return (x_shape[0], W_shape[0], geo[-2], geo[-1])
+
+    def forward(self, x, W, b=None, *, relu: bool = False, residual: Any = None):
+        """y (N, O, OH, OW), NCHW with NHWC memory. Evaluation only (the backward cache
+        does not know about them; :class:`singa.model.fused.ConvForward` uses them):
+        ``residual``, an array of y's shape and dtype, added to y, and ``relu``,
+        max(y, 0) after it, each applied to a batch slice as it is made, while it is in
+        cache."""
         if depthwise.applies(self, x.shape, W.shape):
             y = depthwise.forward(self, x, W, b)
+            if residual is not None:
+                y += residual
             return array_module(y).maximum(y, 0, out=y) if relu else y
         xp = array_module(x)
         n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x.shape)
@@ -131,11 +140,14 @@ class Conv2d(Operation):
         kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
         y2 = scratch(xp, (m, o), x.dtype)
         bias = None if b is None else b.astype(y2.dtype, copy=False)
+        # (N*OH*OW, O) rows like y2's (a copy when the residual is laid out otherwise)
+        res = None if residual is None else xp.ascontiguousarray(residual.transpose(0, 2, 3, 1)).reshape(m, o)
         if kmajor:
-            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, relu)
+            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, relu and res is None)
         elif g == 1:
-            self._forward_sliced(xp, x, W, bias, y2, geo, relu)
+            self._forward_sliced(xp, x, W, bias, y2, geo, relu, res)
             cols, wk = x, W  # backward makes the columns again from x
+            res = None  # added slice by slice
         else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
             xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
@@ -153,8 +165,10 @@ class Conv2d(Operation):
             y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
             if bias is not None:
                 y2 += bias
-            if relu:
+            if relu and res is None:
                 xp.maximum(y2, 0, out=y2)
+        if res is not None:
+            im.add_bias_relu(xp, y2, None, relu, res)
         if self.requires_grad:
             self.cache = (
                 x.shape,
@@ -165,11 +179,14 @@ class Conv2d(Operation):
             )
         return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
 
-    def _forward_sliced(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> None:
+    def _forward_sliced(
+        self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool, res: Any = None
+    ) -> None:
         """Pixel-major columns (rows of kh*kw*C) made and multiplied a batch slice at a
         time into ``y2`` (N*OH*OW, O), the slices on the workers: the copy and the product
         meet in the cache, and the padding is done per slice too, so no padded copy of
-        the input is made or kept."""
+        the input is made or kept. The rows ``res`` of a residual, when given, are added
+        to each slice before ReLU."""
         kh, kw, *_, oh, ow = geo
         n, c = x.shape[:2]
         o, rows = W.shape[0], oh * ow
@@ -180,7 +197,7 @@ class Conv2d(Operation):
             for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, slices):
                 out = y2[i0 * rows : i1 * rows]
                 xp.matmul(cb, wk, out=out)
-                im.add_bias_relu(xp, out, bias, relu)
+                im.add_bias_relu(xp, out, bias, relu, None if res is None else res[i0 * rows : i1 * rows])
 
         _run_slices(
             xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o), n * rows * kh * kw * c * o

@@ -29,26 +29,51 @@ def _relu_in_place(y: Any) -> Any:
 
 
 class ConvForward:
-    """``conv(x, W) + b``, then ReLU in place when ``relu``: the forward of a traced
-    :class:`~singa.autograd.conv.Conv2d` operator (its geometry) on given weights.
+    """``conv(x, W) + b``, plus a residual when ``add`` is given, then ReLU in place
+    when ``relu``: the forward of a traced :class:`~singa.autograd.conv.Conv2d`
+    operator (its geometry) on given weights.
 
     Args:
         conv: the traced convolution operator (its ``forward`` is called; it keeps no
             cache in evaluation).
-        relu: apply ReLU to the convolution's output in place.
+        relu: apply ReLU to the result in place.
+        add: the traced :class:`~singa.autograd.elementwise.Add` that adds a residual
+            to the convolution's output (a ResNet block's shortcut), or None. The
+            residual is then the last argument of a call.
+        residual_first: the residual was the Add's first operand.
+        bias: whether a call passes a bias after ``W``.
     """
 
-    def __init__(self, conv: Any, relu: bool):
+    def __init__(
+        self, conv: Any, relu: bool, add: Any = None, residual_first: bool = False, bias: bool = True
+    ):
         self.conv = conv
         self.relu = relu
+        self.add = add
+        self.residual_first = residual_first
+        self.bias = bias
 
-    def __call__(self, x: Any, W: Any, b: Any = None) -> Any:
-        # ReLU on each batch slice of the output as the convolution makes it (on its
-        # workers, while the slice is in cache) instead of one more pass over y
-        return self.conv.forward(x, W, b, relu=self.relu)
+    def __call__(self, x: Any, W: Any, *rest: Any) -> Any:
+        b = rest[0] if self.bias and rest else None
+        r = rest[-1] if self.add is not None else None
+        if r is not None and not self._adds_in_place(x, W, r):
+            y = self.conv.forward(x, W, b)
+            y = self.add.forward(r, y) if self.residual_first else self.add.forward(y, r)
+            return _relu_in_place(y) if self.relu else y
+        # the residual and ReLU on each batch slice of the output as the convolution
+        # makes it (on its workers, while the slice is in cache) instead of an Add and a
+        # ReLU pass over the whole output
+        return self.conv.forward(x, W, b, relu=self.relu, residual=r)
+
+    def _adds_in_place(self, x: Any, W: Any, r: Any) -> bool:
+        """Whether the residual ``r`` has the output's shape and dtype (a + b of the
+        Add then rounds as the output's own addition; otherwise the Add runs as traced:
+        broadcasting, type promotion)."""
+        return r.dtype == x.dtype and tuple(r.shape) == self.conv.output_shape(x.shape, W.shape)
 
     def __repr__(self) -> str:
-        return f"ConvForward({self.conv.kernel_size}, relu={self.relu})"
+        residual = ", residual" if self.add is not None else ""
+        return f"ConvForward({self.conv.kernel_size}{residual}, relu={self.relu})"
 
 
 class LinearForward:

@@ -15,7 +15,10 @@ matmul       bias        exact    ``x @ W`` then ``+= b`` in place (a ``linear``
 conv         batchnorm   fold     BatchNorm (eval) folded into ``W`` and ``b``
 linear       batchnorm   fold     the same for ``x @ W + b`` (BatchNorm over (N, C))
 matmul       batchnorm   fold     the same without a bias (becomes a ``linear``)
+conv         add         exact    a residual of the output's shape and dtype added to
+                                  each batch slice of the output as it is made
 conv         relu        exact    ReLU applied in place on the convolution's output
+residual     relu        exact    the same after the residual (a ResNet block's end)
 linear       relu        exact    ReLU applied in place after the bias
 ============ =========== ======== ===================================================
 
@@ -45,6 +48,7 @@ import numpy as np
 
 from singa.autograd.activation import ReLU
 from singa.autograd.conv import Conv2d, product_layout
+from singa.autograd.elementwise import Add
 from singa.autograd.linalg import AddBias, Gemm, MatMul
 from singa.autograd.normalization import BatchNorm2d
 from singa.model.fused import ConvForward, LinearForward
@@ -59,7 +63,7 @@ LEVELS = ("exact", "fold")
 class _Stage:
     """A producer being fused: its kernel's inputs and what it absorbed."""
 
-    kind: str  # "conv", "matmul" or "linear"; "done" once ReLU is absorbed
+    kind: str  # "conv", "matmul", "linear" or "residual"; "done" once ReLU is absorbed
     position: int  # where the fused node runs (the last absorbed node)
     x: int  # slot of the data input
     w: int  # slot of the weights (conv: (O, C/g, kh, kw); linear: (in, out))
@@ -67,6 +71,9 @@ class _Stage:
     out: int  # slot of the output
     conv: Any = None
     relu: bool = False
+    add: Any = None  # the absorbed Add of a residual
+    residual: int | None = None  # slot of the residual
+    residual_first: bool = False  # the residual was the Add's first operand
     applied: list = field(default_factory=list)
 
 
@@ -96,6 +103,8 @@ def _consumer_kind(n: Node) -> str | None:
         return "batchnorm"
     if type(op) is ReLU and len(n.ins) == 1:
         return "relu"
+    if type(op) is Add and len(n.ins) == 2 and None not in n.ins and n.ins[0] != n.ins[1]:
+        return "add"
     return None
 
 
@@ -162,6 +171,14 @@ def _absorb_bias(rec: Recorder, st: _Stage, n: Node) -> bool:
     return True
 
 
+def _absorb_add(rec: Recorder, st: _Stage, n: Node) -> bool:
+    st.residual_first = n.ins[1] == st.out
+    st.residual = n.ins[0] if st.residual_first else n.ins[1]
+    st.add = n.op
+    st.kind = "residual"
+    return True
+
+
 def _absorb_relu(rec: Recorder, st: _Stage, n: Node) -> bool:
     st.relu = True
     st.kind = "done"
@@ -208,7 +225,9 @@ RULES: tuple[FusionRule, ...] = (
     FusionRule("conv", "batchnorm", "fold", _absorb_batchnorm),
     FusionRule("linear", "batchnorm", "fold", _absorb_batchnorm),
     FusionRule("matmul", "batchnorm", "fold", _absorb_batchnorm),
+    FusionRule("conv", "add", "exact", _absorb_add),
     FusionRule("conv", "relu", "exact", _absorb_relu),
+    FusionRule("residual", "relu", "exact", _absorb_relu),
     FusionRule("linear", "relu", "exact", _absorb_relu),
 )
 
@@ -234,9 +253,7 @@ def fuse(rec: Recorder, out_slots: list[int], fold: bool = False) -> Counter:
     stages: dict[int, _Stage] = {}  # output slot -> open stage
     kept: dict[int, Any] = {}  # position -> node, or the stage that runs there
     for p, n in enumerate(rec.nodes):
-        src = n.ins[0] if n.ins else None
-        st = stages.get(src) if uses[src] == 1 else None
-        rule = _rule_for(st.kind, _consumer_kind(n), levels) if st is not None else None
+        src, st, rule = _open_stage(stages, uses, n, levels)
         if rule is not None and rule.absorb(rec, st, n):
             st.applied.append(rule.name)
             del kept[st.position], stages[src]
@@ -262,9 +279,26 @@ def fuse(rec: Recorder, out_slots: list[int], fold: bool = False) -> Counter:
     return counts
 
 
+def _open_stage(stages: dict, uses: Counter, n: Node, levels: tuple[str, ...]) -> tuple:
+    """``(slot, stage, rule)`` when node ``n`` may be absorbed by the open stage whose
+    output it reads as its data (its first input, or either operand of an Add) and of
+    which it is the single user; else ``(None, None, None)``."""
+    consumer = _consumer_kind(n)
+    for src in n.ins[: 2 if consumer == "add" else 1]:
+        st = stages.get(src) if uses[src] == 1 else None
+        rule = _rule_for(st.kind, consumer, levels) if st is not None else None
+        if rule is not None:
+            return src, st, rule
+    return None, None, None
+
+
 def _stage_node(rec: Recorder, st: _Stage) -> Node:
-    fn = ConvForward(st.conv, st.relu) if st.conv is not None else LinearForward(st.relu)
     ins = [st.x, st.w] if st.b is None else [st.x, st.w, st.b]
+    if st.conv is None:
+        return rec.new_node(LinearForward(st.relu), ins, [st.out])
+    if st.add is not None:
+        ins.append(st.residual)
+    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, bias=st.b is not None)
     return rec.new_node(fn, ins, [st.out])
 
 

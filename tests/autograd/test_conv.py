@@ -415,3 +415,25 @@ def test_bias_and_relu_in_one_pass_as_the_operators_compute_them(dtype, with_bia
     got = out.copy()
     im.add_bias_relu(np, got, None if bias is None else bias.copy(), relu)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_bias, relu", [(True, True), (False, True), (True, False)])
+def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, with_bias, relu):
+    """add_bias_relu with a residual: (out + bias) + residual, each sum rounded as
+    numpy rounds it, then ReLU; the compiled pass and the array path (a residual
+    that is not in C order) agree."""
+    from singa.autograd import _im2col as im
+
+    rng = np.random.default_rng(10)
+    out = rng.standard_normal((6, 4)).astype(dtype)
+    res = rng.standard_normal((6, 4)).astype(dtype)
+    out[0, :2], res[0, :2] = [np.nan, 1.0], [1.0, -1.0]
+    bias = rng.standard_normal(4).astype(dtype) if with_bias else None
+    want = (out + bias if with_bias else out) + res
+    want = np.maximum(want, 0) if relu else want
+    for residual in (res, np.asfortranarray(res)):
+        got = out.copy()
+        im.add_bias_relu(np, got, bias, relu, residual)
+        assert got.tobytes() == want.tobytes()
+    assert np.isnan(want[0, 0]) and (want[0] == 0).any() == relu

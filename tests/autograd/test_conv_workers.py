@@ -148,3 +148,24 @@ def test_relu_on_the_slices_is_relu_after(cfg, monkeypatch):
     fused = op.forward(*args, relu=True)
     assert (plain == 0).any() and (plain > 0).any()
     np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
+def test_residual_on_the_slices_is_an_add_before_relu(cfg, relu, monkeypatch):
+    """forward(..., residual=r) (the eval conv+add fusion) is forward(...) + r, then
+    ReLU, bitwise, on every path, for a residual in NCHW memory and in NHWC memory."""
+    cfg = several_slices(monkeypatch, cfg, 5, itemsize=4)
+    monkeypatch.setattr(workers, "_count", [2])
+    rng = np.random.default_rng(8)
+    x, w, b = make(cfg, rng, np.float32)
+    op = autograd.conv2d(T(x), T(w), None if b is None else T(b), *cfg[3:]).creator
+    args = (x, w) if b is None else (x, w, b)
+    y = op.forward(*args)
+    for r in (rng.standard_normal(y.shape).astype(np.float32), np.ascontiguousarray(y.transpose(0, 2, 3, 1))):
+        r = r if r.shape == y.shape else r.transpose(0, 3, 1, 2) * -0.5
+        plain = y + r
+        plain = np.maximum(plain, 0) if relu else plain
+        fused = op.forward(*args, relu=relu, residual=r.copy() if r.flags.c_contiguous else r)
+        assert (plain < 0).any() != relu and (plain > 0).any()
+        np.testing.assert_array_equal(fused, plain)

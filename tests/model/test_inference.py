@@ -144,6 +144,44 @@ def test_folded_resnet_matches_eager_to_float32_rounding():
     bns = sum(name.endswith("running_mean") for name in m.get_states())
     assert g.folded and g.fusions["conv+batchnorm"] == bns
     assert g.fusions["conv+relu"] >= 1
+    blocks = sum(name.endswith(".bn2.running_mean") for name in m.get_states())  # conv-bn-add-relu each
+    assert g.fusions["conv+add"] == g.fusions["residual+relu"] == blocks
+    assert not any(isinstance(f, autograd.Add) for f in g._fn.__globals__.values())
+
+
+class Residual(model.Model):
+    """conv -> relu -> conv, plus a shortcut added in the given operand order, ->
+    relu; ``shortcut="row"`` adds a broadcast (1, C, 1, W) tensor instead."""
+
+    def __init__(self, shortcut="second"):
+        super().__init__()
+        self.shortcut = shortcut
+        self.conv1 = layer.Conv2d(4, 3, padding=1)
+        self.conv2 = layer.Conv2d(4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv2(autograd.relu(self.conv1(x)))
+        if self.shortcut == "first":
+            y = autograd.add(x, y)
+        elif self.shortcut == "row":
+            y = autograd.add(y, autograd.reduce_mean(x, axes=[0, 2], keepdims=1))
+        else:
+            y = autograd.add(y, x)
+        return autograd.relu(y)
+
+
+@pytest.mark.parametrize("shortcut", ["second", "first", "row"])
+def test_residual_add_and_relu_fused_into_the_convolution_stay_bitwise(shortcut):
+    m, x = compiled(lambda: Residual(shortcut), (3, 4, 6, 6))
+    want = eager_eval(m, x)
+    m.graph(True)
+    for _ in range(3):
+        np.testing.assert_array_equal(m(x).to_numpy(), want)
+    assert (want == 0).any() and (want > 0).any()
+    g = eval_graph(m)
+    assert g.fusions == {"conv+relu": 1, "conv+add": 1, "residual+relu": 1}
+    (fn,) = [f for f in g._fn.__globals__.values() if isinstance(f, fused.ConvForward) and f.add is not None]
+    assert fn.residual_first == (shortcut == "first")
 
 
 def test_linear_followed_by_batchnorm_is_folded():

@@ -136,6 +136,8 @@ def test_prepared_resnet_folds_batchnorm_and_matches_node_by_node(tmp_path):
         np.testing.assert_array_equal(rep.run([x])[0], got)  # every run gives the same bits
     assert rep.replays.traces == 2  # one per input shape
     assert rep.replays.fusions()["conv+batchnorm"] == 2 * bns
+    adds = sum(nd.op_type == "Add" for nd in onnx.load(path).graph.node)
+    assert adds and rep.replays.fusions()["conv+add"] == rep.replays.fusions()["residual+relu"] == 2 * adds
 
 
 def test_prepared_resnet_without_folding_is_bitwise(tmp_path):
