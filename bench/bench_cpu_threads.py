@@ -5,8 +5,9 @@ several settings, interleaved in blocks with a short pause between them (so that
 burst of load falls on all of them, and one setting's spinning threads do not slow the
 next), next to PyTorch CPU:
 
-- ``split=1`` / ``split=2``: ``_im2col.num_threads``, the threads that the batch-sliced
-  copies and elementwise kernels (im2col, col2im, pooling) run on (``SINGA_NUM_THREADS``);
+- ``split=1`` / ``split=2``: :func:`singa.autograd.workers.set_worker_count`, the threads
+  that the batch-sliced convolutions and the elementwise kernels run on
+  (``SINGA_NUM_THREADS``);
 - ``blas-policy`` on/off: :mod:`singa.autograd.blas_threads`, which runs skinny
   matrix products on one BLAS thread (off: every product on BLAS's own thread count).
 
@@ -36,8 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_graph as bg  # noqa: E402
 from _harness import load_torch, mallopt  # noqa: E402
 
-import singa.autograd._im2col as im  # noqa: E402
-from singa.autograd import blas_threads  # noqa: E402
+from singa.autograd import blas_threads, workers  # noqa: E402
 
 SETTINGS = {
     "split=1 policy=on": (1, True),
@@ -51,7 +51,7 @@ _SKINNY = blas_threads.SKINNY_SIDE
 def apply(setting: str) -> None:
     """Switch singa's CPU settings to ``setting`` (a key of SETTINGS)."""
     threads, policy = SETTINGS[setting]
-    im.num_threads = threads
+    workers.set_worker_count(threads)
     blas_threads.SKINNY_SIDE = _SKINNY if policy else -1
 
 
@@ -95,7 +95,8 @@ def first_step(model: str, mode: str, batch: int) -> None:
             print(f"{model} {mode}, {label}: import + build {setup} s, steps 1-4 {' / '.join(steps)} s")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="cnn,mlp")
     ap.add_argument("--modes", default="eager,graph", help="from eager, graph-seq, graph")
@@ -109,21 +110,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--mallopt", action="store_true")
     ap.add_argument("--first-step", action="store_true", help="also time a fresh process's first step")
-    args = ap.parse_args(argv)
-    names = [n for n in args.models.split(",") if n]
-    modes = [m for m in args.modes.split(",") if m]
-    settings = [s for s in args.settings.split(",") if s]
-    used_mallopt = mallopt() if args.mallopt else False
-    torch_version = load_torch(args.threads, args.no_torch)
+    return ap.parse_args(argv)
 
+
+def split(text: str) -> list[str]:
+    """The non-empty items of a comma-separated option."""
+    return [t for t in text.split(",") if t]
+
+
+def make_runs(names: list[str], modes: list[str], settings: list[str], batch: int, torch: bool) -> dict:
+    """(model, mode, setting) -> step callable; PyTorch's under (model, "torch", "")."""
     runs = {}
     for name in names:
         for mode in modes:
-            step = bg.singa_step(name, mode, args.batch)[0]
+            step = bg.singa_step(name, mode, batch)[0]
             for s in settings:
                 runs[(name, mode, s)] = step
-        if torch_version:
-            runs[(name, "torch", "")] = bg.torch_step(name, args.batch, False)[0]
+        if torch:
+            runs[(name, "torch", "")] = bg.torch_step(name, batch, False)[0]
+    return runs
+
+
+def time_runs(runs: dict, args: argparse.Namespace) -> dict:
+    """(wall times, CPU times) of every run, its blocks interleaved with the others'."""
     times = {k: ([], []) for k in runs}
     for _ in range(args.reps):
         for key, step in runs.items():
@@ -133,13 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             w, c = block(step, args.warmup, args.steps)
             times[key][0].extend(w)
             times[key][1].extend(c)
-    apply(settings[0] if settings else "split=1 policy=on")
+    return times
 
-    print(
-        f"batch {args.batch}; {args.reps} blocks x {args.steps} steps each; numpy BLAS and torch "
-        f"{torch_version or 'n/a'} with {args.threads} threads; cpus {os.cpu_count()}; malloc tuning "
-        f"{'ON' if used_mallopt else 'OFF'}; load average {os.getloadavg()[0]:.1f} at the end"
-    )
+
+def print_table(names: list[str], times: dict) -> None:
+    """One markdown row per run: median, minimum, CPU per step and ratio to PyTorch."""
     print("| model | mode | setting | median ms | min ms | CPU ms/step | vs torch |")
     print("|---|---|---|---:|---:|---:|---:|")
     for name in names:
@@ -155,6 +162,26 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {med * 1e3:.2f} | {min(w) * 1e3:.2f} "
                 f"| {statistics.median(c) * 1e3:.2f} | {ratio} |"
             )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print the settings line and the table."""
+    args = parse(argv)
+    names, settings = split(args.models), split(args.settings)
+    used_mallopt = mallopt() if args.mallopt else False
+    torch_version = load_torch(args.threads, args.no_torch)
+    runs = make_runs(names, split(args.modes), settings, args.batch, bool(torch_version))
+    try:
+        times = time_runs(runs, args)
+    finally:
+        workers.set_worker_count(None)
+        blas_threads.SKINNY_SIDE = _SKINNY
+    print(
+        f"batch {args.batch}; {args.reps} blocks x {args.steps} steps each; numpy BLAS and torch "
+        f"{torch_version or 'n/a'} with {args.threads} threads; cpus {os.cpu_count()}; malloc tuning "
+        f"{'ON' if used_mallopt else 'OFF'}; load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    print_table(names, times)
     if args.first_step:
         for name in names:
             first_step(name, "graph", args.batch)

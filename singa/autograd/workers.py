@@ -35,6 +35,7 @@ from singa.autograd import blas_threads
 
 __all__ = [
     "worker_count",
+    "set_worker_count",
     "run_pieces",
     "run_flat",
     "even_pieces",
@@ -76,6 +77,20 @@ def worker_count() -> int:
             n = blas_threads.configured_threads() or _cores()
         _count.append(max(1, min(n, _cores())))
     return _count[0]
+
+
+def set_worker_count(n: int | None) -> None:
+    """Use ``n`` threads (at most the cores this process may run on) from the next
+    :func:`run_pieces` on, or with None read the setting again as at start-up
+    (``SINGA_NUM_THREADS``, then numpy's BLAS). Results do not depend on it (see the
+    module docstring). Not while a kernel runs on the workers."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_worker_count: n must be a positive integer or None, got {n!r}")
+    if _pool:
+        _pool.pop().shutdown(wait=True)
+    _count.clear()
+    if n is not None:
+        _count.append(min(n, _cores()))
 
 
 def even_pieces(n: int, parts: int) -> list[tuple[int, int]]:

@@ -199,3 +199,33 @@ def test_run_flat_runs_a_small_kernel_inline_and_splits_a_large_one(monkeypatch)
     workers.run_flat(double, out, big)
     np.testing.assert_array_equal(out, 2)
     assert pooled == [2]
+
+
+def test_set_worker_count_changes_the_threads_and_none_reads_the_setting_again(monkeypatch):
+    if workers._cores() < 2:
+        pytest.skip("needs two cores")
+    monkeypatch.setattr(workers, "_count", [])
+    monkeypatch.setenv("SINGA_NUM_THREADS", "2")
+    here = threading.current_thread().name
+
+    def names(meet):
+        gate = threading.Barrier(2, timeout=30)  # two pieces meet only on two threads
+
+        def piece(i):
+            if meet:
+                gate.wait()
+            return threading.current_thread().name
+
+        return set(workers.run_pieces(piece, [(0,), (1,)]))
+
+    try:
+        workers.set_worker_count(1)
+        assert workers.worker_count() == 1 and names(False) == {here}
+        workers.set_worker_count(None)
+        assert workers.worker_count() == 2 and len(names(True)) == 2
+        for bad in (0, -2, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="set_worker_count"):
+                workers.set_worker_count(bad)
+        assert workers.worker_count() == 2  # a refused value changes nothing
+    finally:
+        workers.set_worker_count(None)
