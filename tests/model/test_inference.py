@@ -170,11 +170,12 @@ class Residual(model.Model):
         return autograd.relu(y)
 
 
+@pytest.mark.parametrize("sequential", [False, True])
 @pytest.mark.parametrize("shortcut", ["second", "first", "row"])
-def test_residual_add_and_relu_fused_into_the_convolution_stay_bitwise(shortcut):
+def test_residual_add_and_relu_fused_into_the_convolution_stay_bitwise(shortcut, sequential):
     m, x = compiled(lambda: Residual(shortcut), (3, 4, 6, 6))
     want = eager_eval(m, x)
-    m.graph(True)
+    m.graph(True, sequential)
     for _ in range(3):
         np.testing.assert_array_equal(m(x).to_numpy(), want)
     assert (want == 0).any() and (want > 0).any()
