@@ -155,6 +155,19 @@ def col2im_offsets(
             dx[:, hs, ws] += dcols[i, j]
 
 
+def max_of_views(xp: Any, views: list, out: Any) -> None:
+    """``out`` = the elementwise maximum of ``views`` (a max-pool's window offsets),
+    taken in order with ``xp.maximum`` (NaN wins): the one definition of max-pool's
+    forward values, for :class:`~singa.autograd.pooling.MaxPool2d` and for a
+    convolution's fused evaluation epilogue alike."""
+    if len(views) == 1:
+        out[...] = views[0]
+        return
+    xp.maximum(views[0], views[1], out=out)
+    for v in views[2:]:
+        xp.maximum(out, v, out=out)
+
+
 def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool, residual: Any = None) -> None:
     """``out`` (rows, O) += ``bias`` (O,) (when given), then += ``residual`` (rows, O)
     (when given), then max(out, 0) (when ``relu``), in place: each step rounded as its

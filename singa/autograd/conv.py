@@ -44,6 +44,7 @@ import singa.autograd.conv_depthwise as depthwise
 import singa.autograd.conv_geometry as geo
 from singa.autograd import blas_threads, workers
 from singa.autograd.buffers import scratch
+from singa.autograd.conv_epilogue import Epilogue
 from singa.autograd.engine import Operation, array_module, check_same_dtype
 from singa.tensor import Tensor
 
@@ -119,18 +120,23 @@ class Conv2d(Operation):
         geo = self._geometry(x_shape)
         return (x_shape[0], W_shape[0], geo[-2], geo[-1])
 
-    def forward(self, x, W, b=None, *, relu: bool = False, residual: Any = None):
+    def forward(self, x, W, b=None, *, relu: bool = False, residual: Any = None, pool: Any = None):
         """y (N, O, OH, OW), NCHW with NHWC memory. Evaluation only (the backward cache
         does not know about them; :class:`singa.model.fused.ConvForward` uses them):
-        ``residual``, an array of y's shape and dtype, added to y, and ``relu``,
-        max(y, 0) after it, each applied to a batch slice as it is made, while it is in
-        cache."""
+        ``residual``, an array of y's shape and dtype, added to y, ``relu``, max(y, 0)
+        after it, and ``pool``, ``(kh, kw, sh, sw)`` of a max-pool without padding
+        applied last (y is then the pooled output), each done to a batch slice as it
+        is made, while it is in cache (:class:`~singa.autograd.conv_epilogue.Epilogue`)."""
+        xp = array_module(x)
+        fused = relu or residual is not None or pool is not None
         if depthwise.applies(self, x.shape, W.shape):
             y = depthwise.forward(self, x, W, b)
-            if residual is not None:
-                y += residual
-            return array_module(y).maximum(y, 0, out=y) if relu else y
-        xp = array_module(x)
+            if not fused:
+                return y
+            epi = Epilogue(xp, (y.shape[0], *y.shape[2:], y.shape[1]), y.dtype, None, relu, residual, pool)
+            y2 = xp.ascontiguousarray(y.transpose(0, 2, 3, 1)).reshape(-1, y.shape[1])
+            epi(y2, 0, y.shape[0])
+            return epi.output(y2)
         n, c, h, w, kh, kw, sh, sw, dh, dw, oh, ow = self._geometry(x.shape)
         o = W.shape[0]
         g = self.groups
@@ -140,14 +146,13 @@ class Conv2d(Operation):
         kmajor = g == 1 and c <= _KMAJOR_MAX_C and not im.is_channels_last(x)
         y2 = scratch(xp, (m, o), x.dtype)
         bias = None if b is None else b.astype(y2.dtype, copy=False)
-        # (N*OH*OW, O) rows like y2's (a copy when the residual is laid out otherwise)
-        res = None if residual is None else xp.ascontiguousarray(residual.transpose(0, 2, 3, 1)).reshape(m, o)
+        # the kernel-major product carries the bias itself
+        epi = Epilogue(xp, (n, oh, ow, o), x.dtype, None if kmajor else bias, relu, residual, pool)
         if kmajor:
-            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, relu and res is None)
+            cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, epi)
         elif g == 1:
-            self._forward_sliced(xp, x, W, bias, y2, geo, relu, res)
+            self._forward_sliced(xp, x, W, y2, geo, epi)
             cols, wk = x, W  # backward makes the columns again from x
-            res = None  # added slice by slice
         else:
             # cols (N, OH, OW, G, kh, kw, C/G); W as (G, kh*kw*C/G, O/G)
             xpad = im.pad_nchw(x, self.pads, xp, pooled=True)
@@ -163,12 +168,7 @@ class Conv2d(Operation):
             wk = W.reshape(g, og, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(g, kg, og)
             y3 = xp.matmul(cols.reshape(m, g, kg).transpose(1, 0, 2), wk)
             y2.reshape(m, g, og)[...] = y3.transpose(1, 0, 2)
-            if bias is not None:
-                y2 += bias
-            if relu and res is None:
-                xp.maximum(y2, 0, out=y2)
-        if res is not None:
-            im.add_bias_relu(xp, y2, None, relu, res)
+            epi(y2, 0, n)
         if self.requires_grad:
             self.cache = (
                 x.shape,
@@ -177,16 +177,13 @@ class Conv2d(Operation):
                 cols if self.needs_grad[1] else None,
                 wk if self.needs_grad[0] else None,
             )
-        return y2.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+        return epi.output(y2)
 
-    def _forward_sliced(
-        self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool, res: Any = None
-    ) -> None:
+    def _forward_sliced(self, xp: Any, x: Any, W: Any, y2: Any, geo: tuple, epi: Epilogue) -> None:
         """Pixel-major columns (rows of kh*kw*C) made and multiplied a batch slice at a
         time into ``y2`` (N*OH*OW, O), the slices on the workers: the copy and the product
         meet in the cache, and the padding is done per slice too, so no padded copy of
-        the input is made or kept. The rows ``res`` of a residual, when given, are added
-        to each slice before ReLU."""
+        the input is made or kept. ``epi`` finishes each slice."""
         kh, kw, *_, oh, ow = geo
         n, c = x.shape[:2]
         o, rows = W.shape[0], oh * ow
@@ -197,17 +194,20 @@ class Conv2d(Operation):
             for i0, i1, cb in _column_chunks(xp, xh, geo, self.pads, slices):
                 out = y2[i0 * rows : i1 * rows]
                 xp.matmul(cb, wk, out=out)
-                im.add_bias_relu(xp, out, bias, relu, None if res is None else res[i0 * rows : i1 * rows])
+                epi(out, i0, i1)
 
         _run_slices(
             xp, piece, _batch_slices(xp, n, rows * kh * kw * c * x.itemsize, o), n * rows * kh * kw * c * o
         )
 
-    def _forward_kmajor(self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, relu: bool) -> tuple:
+    def _forward_kmajor(
+        self, xp: Any, x: Any, W: Any, bias: Any, y2: Any, geo: tuple, epi: Epilogue
+    ) -> tuple:
         """Kernel-major columns: rows (C, kh, kw) of length M = (N, OH, OW), plus a row
         of ones that carries the bias through the product (and gives db in backward),
-        copied and multiplied a batch slice at a time on the workers. Returns the
-        columns and the filters as (O, C*kh*kw [+1]), both kept for backward."""
+        copied and multiplied a batch slice at a time on the workers, each finished by
+        ``epi``. Returns the columns and the filters as (O, C*kh*kw [+1]), both kept
+        for backward."""
         kh, kw, *_, oh, ow = geo
         n, c = x.shape[:2]
         o, rows, kk = W.shape[0], oh * ow, c * kh * kw
@@ -224,8 +224,7 @@ class Conv2d(Operation):
                 xp.copyto(cols6[:, :, :, i0:i1], im.windows_kmajor(xp, xpad[i0:i1], *geo))
                 out = y2[i0 * rows : i1 * rows]
                 xp.matmul(cols[:, i0 * rows : i1 * rows].T, wk.T, out=out)
-                if relu:
-                    xp.maximum(out, 0, out=out)
+                epi(out, i0, i1)
 
         _run_slices(xp, piece, _batch_slices(xp, n, cols.shape[0] * rows * x.itemsize, o), cols.size * o)
         return cols, wk

@@ -120,14 +120,8 @@ class MaxPool2d(_Pooling):
         y = im.pooled_like(x4, (n, c, oh, ow), xp)
 
         def part(a, b):
-            xs, ys = xpad[a:b], y[a:b]
-            views = [xs[:, :, hs, ws] for hs, ws in slices]
-            if len(views) == 1:
-                ys[...] = views[0]
-                return
-            xp.maximum(views[0], views[1], out=ys)
-            for v in views[2:]:
-                xp.maximum(ys, v, out=ys)
+            xs = xpad[a:b]
+            im.max_of_views(xp, [xs[:, :, hs, ws] for hs, ws in slices], y[a:b])
 
         workers.run_pieces(part, workers.work_pieces(n, xpad.size + y.size * len(slices)), xp)
         if self.requires_grad:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from singa.autograd.conv_epilogue import pool_window
 from singa.autograd.engine import array_module
 from singa.autograd.products import matmul as _product
 
@@ -30,8 +31,8 @@ def _relu_in_place(y: Any) -> Any:
 
 class ConvForward:
     """``conv(x, W) + b``, plus a residual when ``add`` is given, then ReLU in place
-    when ``relu``: the forward of a traced :class:`~singa.autograd.conv.Conv2d`
-    operator (its geometry) on given weights.
+    when ``relu``, then a max-pool when ``pool`` is given: the forward of a traced
+    :class:`~singa.autograd.conv.Conv2d` operator (its geometry) on given weights.
 
     Args:
         conv: the traced convolution operator (its ``forward`` is called; it keeps no
@@ -42,16 +43,25 @@ class ConvForward:
             residual is then the last argument of a call.
         residual_first: the residual was the Add's first operand.
         bias: whether a call passes a bias after ``W``.
+        pool: the traced :class:`~singa.autograd.pooling.MaxPool2d` (without padding)
+            applied last, or None.
     """
 
     def __init__(
-        self, conv: Any, relu: bool, add: Any = None, residual_first: bool = False, bias: bool = True
+        self,
+        conv: Any,
+        relu: bool,
+        add: Any = None,
+        residual_first: bool = False,
+        bias: bool = True,
+        pool: Any = None,
     ):
         self.conv = conv
         self.relu = relu
         self.add = add
         self.residual_first = residual_first
         self.bias = bias
+        self.pool = pool
 
     def __call__(self, x: Any, W: Any, *rest: Any) -> Any:
         b = rest[0] if self.bias and rest else None
@@ -59,11 +69,13 @@ class ConvForward:
         if r is not None and not self._adds_in_place(x, W, r):
             y = self.conv.forward(x, W, b)
             y = self.add.forward(r, y) if self.residual_first else self.add.forward(y, r)
-            return _relu_in_place(y) if self.relu else y
-        # the residual and ReLU on each batch slice of the output as the convolution
-        # makes it (on its workers, while the slice is in cache) instead of an Add and a
-        # ReLU pass over the whole output
-        return self.conv.forward(x, W, b, relu=self.relu, residual=r)
+            y = _relu_in_place(y) if self.relu else y
+            return self.pool.forward(y) if self.pool is not None else y
+        # the residual, ReLU and pooling on each batch slice of the output as the
+        # convolution makes it (on its workers, while the slice is in cache) instead of
+        # a pass over the whole output for each
+        window = None if self.pool is None else pool_window(self.pool)
+        return self.conv.forward(x, W, b, relu=self.relu, residual=r, pool=window)
 
     def _adds_in_place(self, x: Any, W: Any, r: Any) -> bool:
         """Whether the residual ``r`` has the output's shape and dtype (a + b of the
@@ -73,7 +85,8 @@ class ConvForward:
 
     def __repr__(self) -> str:
         residual = ", residual" if self.add is not None else ""
-        return f"ConvForward({self.conv.kernel_size}{residual}, relu={self.relu})"
+        pool = f", max-pool {self.pool.kernel_size}" if self.pool is not None else ""
+        return f"ConvForward({self.conv.kernel_size}{residual}, relu={self.relu}{pool})"
 
 
 class LinearForward:

@@ -20,6 +20,9 @@ conv         add         exact    a residual of the output's shape and dtype add
 conv         relu        exact    ReLU applied in place on the convolution's output
 residual     relu        exact    the same after the residual (a ResNet block's end)
 linear       relu        exact    ReLU applied in place after the bias
+conv         maxpool     exact    a max-pool without padding applied to each batch
+activated                         slice of the output as it is made (``activated``:
+                                  a convolution that absorbed its ReLU)
 ============ =========== ======== ===================================================
 
 Levels: ``exact`` rewrites compute every element with the same roundings as the
@@ -48,9 +51,11 @@ import numpy as np
 
 from singa.autograd.activation import ReLU
 from singa.autograd.conv import Conv2d, product_layout
+from singa.autograd.conv_epilogue import pool_window
 from singa.autograd.elementwise import Add
 from singa.autograd.linalg import AddBias, Gemm, MatMul
 from singa.autograd.normalization import BatchNorm2d
+from singa.autograd.pooling import MaxPool2d
 from singa.model.fused import ConvForward, LinearForward
 from singa.model.graph import Graph, Node, Recorder
 
@@ -63,7 +68,7 @@ LEVELS = ("exact", "fold")
 class _Stage:
     """A producer being fused: its kernel's inputs and what it absorbed."""
 
-    kind: str  # "conv", "matmul", "linear" or "residual"; "done" once ReLU is absorbed
+    kind: str  # "conv", "matmul", "linear", "residual" or "activated" (a conv after ReLU); "done"
     position: int  # where the fused node runs (the last absorbed node)
     x: int  # slot of the data input
     w: int  # slot of the weights (conv: (O, C/g, kh, kw); linear: (in, out))
@@ -74,6 +79,7 @@ class _Stage:
     add: Any = None  # the absorbed Add of a residual
     residual: int | None = None  # slot of the residual
     residual_first: bool = False  # the residual was the Add's first operand
+    pool: Any = None  # the absorbed MaxPool2d
     applied: list = field(default_factory=list)
 
 
@@ -93,19 +99,22 @@ class FusionRule:
 
 
 # ----- classification of traced nodes ---------------------------------------------------------
+#: operator class -> (consumer kind, whether a node of it fits the rules)
+_CONSUMERS = {
+    AddBias: ("bias", lambda n: n.op.axis == 0 and len(n.ins) == 2),
+    BatchNorm2d: ("batchnorm", lambda n: not n.op.training and len(n.ins) == 5),
+    ReLU: ("relu", lambda n: len(n.ins) == 1),
+    Add: ("add", lambda n: len(n.ins) == 2 and None not in n.ins and n.ins[0] != n.ins[1]),
+    MaxPool2d: ("maxpool", lambda n: len(n.ins) == 1 and pool_window(n.op) is not None),
+}
+
+
 def _consumer_kind(n: Node) -> str | None:
-    op = n.op
-    if n.is_backward or op is None:
+    """The consumer kind of node ``n`` in :data:`RULES`, or None."""
+    if n.is_backward or n.op is None:
         return None
-    if type(op) is AddBias and op.axis == 0 and len(n.ins) == 2:
-        return "bias"
-    if type(op) is BatchNorm2d and not op.training and len(n.ins) == 5:
-        return "batchnorm"
-    if type(op) is ReLU and len(n.ins) == 1:
-        return "relu"
-    if type(op) is Add and len(n.ins) == 2 and None not in n.ins and n.ins[0] != n.ins[1]:
-        return "add"
-    return None
+    kind, fits = _CONSUMERS.get(type(n.op), (None, None))
+    return kind if kind is not None and fits(n) else None
 
 
 def _producer(rec: Recorder, n: Node, position: int) -> _Stage | None:
@@ -181,6 +190,12 @@ def _absorb_add(rec: Recorder, st: _Stage, n: Node) -> bool:
 
 def _absorb_relu(rec: Recorder, st: _Stage, n: Node) -> bool:
     st.relu = True
+    st.kind = "activated" if st.conv is not None else "done"
+    return True
+
+
+def _absorb_pool(rec: Recorder, st: _Stage, n: Node) -> bool:
+    st.pool = n.op
     st.kind = "done"
     return True
 
@@ -229,6 +244,8 @@ RULES: tuple[FusionRule, ...] = (
     FusionRule("conv", "relu", "exact", _absorb_relu),
     FusionRule("residual", "relu", "exact", _absorb_relu),
     FusionRule("linear", "relu", "exact", _absorb_relu),
+    FusionRule("conv", "maxpool", "exact", _absorb_pool),
+    FusionRule("activated", "maxpool", "exact", _absorb_pool),
 )
 
 
@@ -298,7 +315,7 @@ def _stage_node(rec: Recorder, st: _Stage) -> Node:
         return rec.new_node(LinearForward(st.relu), ins, [st.out])
     if st.add is not None:
         ins.append(st.residual)
-    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, bias=st.b is not None)
+    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, bias=st.b is not None, pool=st.pool)
     return rec.new_node(fn, ins, [st.out])
 
 

@@ -169,3 +169,28 @@ def test_residual_on_the_slices_is_an_add_before_relu(cfg, relu, monkeypatch):
         fused = op.forward(*args, relu=relu, residual=r.copy() if r.flags.c_contiguous else r)
         assert (plain < 0).any() != relu and (plain > 0).any()
         np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("window", [(2, 2, 2, 2), (3, 3, 2, 2), (2, 1, 1, 1)])
+@pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
+def test_max_pool_on_the_slices_is_the_pooling_operator_after(cfg, window, monkeypatch):
+    """forward(..., relu=True, pool=window) (the eval conv+relu+maxpool fusion) gives
+    MaxPool2d's output of ReLU's output, bitwise, NaN included, on every path."""
+    from singa.autograd.pooling import MaxPool2d
+
+    cfg = several_slices(monkeypatch, cfg, 5, itemsize=4)
+    monkeypatch.setattr(workers, "_count", [2])
+    rng = np.random.default_rng(9)
+    x, w, b = make(cfg, rng, np.float32)
+    x[1, :, 0, 0] = np.nan
+    op = autograd.conv2d(T(x), T(w), None if b is None else T(b), *cfg[3:]).creator
+    args = (x, w) if b is None else (x, w, b)
+    kh, kw, sh, sw = window
+    pool = MaxPool2d((kh, kw), (sh, sw), (0, 0, 0, 0))
+    pool.requires_grad = False
+    activated = np.maximum(op.forward(*args), 0)
+    want = pool.forward(activated)
+    got = op.forward(*args, relu=True, pool=window)
+    assert np.isnan(want).any() and (activated == 0).any()
+    np.testing.assert_array_equal(got, want)  # NaN where want has NaN
+    assert np.array_equal(np.signbit(got), np.signbit(want))

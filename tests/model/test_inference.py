@@ -74,9 +74,52 @@ def test_exact_fusions_replay_bitwise_eager(sequential):
     for _ in range(3):
         np.testing.assert_array_equal(m(x).to_numpy(), want)
     g = eval_graph(m)
-    assert g.fusions == {"conv+relu": 2, "matmul+bias": 2, "linear+relu": 1}
+    assert g.fusions == {"conv+relu": 2, "activated+maxpool": 2, "matmul+bias": 2, "linear+relu": 1}
     assert not g.folded
     assert sum(isinstance(f, fused.ConvForward) for f in g._fn.__globals__.values()) == 2
+
+
+class ConvPool(model.Model):
+    """conv -> [relu] -> max-pool (``padding`` / ``ceil``: kinds that are not fused),
+    -> relu, twice (a one-channel input takes the kernel-major path first)."""
+
+    def __init__(self, relu_first=True, pool=(3, 2), padding=0, ceil=False):
+        super().__init__()
+        self.relu_first = relu_first
+        self.conv1 = layer.Conv2d(5, 3, padding=1)
+        self.conv2 = layer.Conv2d(6, 3, padding=1)
+        self.pool = pool
+        self.padding = padding
+        self.ceil = ceil
+
+    def _pool(self, y):
+        return autograd.max_pool_2d(y, self.pool[0], self.pool[1], self.padding, ceil_mode=self.ceil)
+
+    def forward(self, x):
+        for conv in (self.conv1, self.conv2):
+            y = conv(x)
+            x = autograd.relu(self._pool(autograd.relu(y) if self.relu_first else y))
+        return x
+
+
+@pytest.mark.parametrize(
+    "kind, fusions",
+    [
+        ({}, {"conv+relu": 2, "activated+maxpool": 2}),
+        ({"pool": (2, 2)}, {"conv+relu": 2, "activated+maxpool": 2}),
+        ({"relu_first": False}, {"conv+maxpool": 2}),
+        ({"padding": 1}, {"conv+relu": 2}),
+        ({"ceil": True}, {"conv+relu": 2}),
+    ],
+)
+def test_max_pool_fused_into_the_convolution_stays_bitwise(kind, fusions):
+    m, x = compiled(lambda: ConvPool(**kind), (3, 1, 11, 11))
+    want = eager_eval(m, x)
+    assert (want == 0).any() and (want > 0).any()
+    m.graph(True)
+    for _ in range(2):
+        np.testing.assert_array_equal(m(x).to_numpy(), want)
+    assert eval_graph(m).fusions == fusions
 
 
 class SkinnyMLP(model.Model):

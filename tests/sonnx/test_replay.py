@@ -219,7 +219,7 @@ def test_prepared_cnn_fuses_bias_and_relu_bitwise(tmp_path):
     for _ in range(2):
         xs = f32(2, 1, 16, 16)
         np.testing.assert_array_equal(rep.run([xs])[0], eager.run([xs])[0])
-    assert rep.replays.fusions() == {"conv+relu": 2, "linear+relu": 1}
+    assert rep.replays.fusions() == {"conv+relu": 2, "activated+maxpool": 2, "linear+relu": 1}
 
 
 def test_conv_weights_are_kept_in_the_products_layout_and_stay_live():
