@@ -263,10 +263,27 @@ def zero_border(out: Any, h: int, w: int, pads: tuple) -> None:
     """Zero the border ``pads`` (top, left, bottom, right) of ``out`` (n, H+t+b, W+l+r, C)
     around its (H, W) middle."""
     t, l, b, r = pads
+    if takes_floats(out) and out.flags.c_contiguous:
+        _zero_border(out, h, w, t, l)
+        return
     out[:, :t] = 0
     out[:, t + h :] = 0
     out[:, t : t + h, :l] = 0
     out[:, t : t + h, l + w :] = 0
+
+
+# Four slice assignments cost about 6 us of dispatch, once per convolution call: 0.1 ms
+# of a batch-1 ResNet-20 inference; one compiled pass writes the same zeros.
+@kernel
+def _zero_border(out, h, w, t, l):  # pragma: no cover (compiled)
+    z = out.dtype.type(0)
+    for s in range(out.shape[0]):
+        for y in range(out.shape[1]):
+            middle = t <= y < t + h
+            for x in range(out.shape[2]):
+                if not (middle and l <= x < l + w):
+                    for c in range(out.shape[3]):
+                        out[s, y, x, c] = z
 
 
 def pad_nhwc_into(out: Any, src: Any, pads: tuple, border: bool = True) -> Any:

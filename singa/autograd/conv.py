@@ -447,6 +447,11 @@ def _run_slices(xp: Any, fn: Any, slices: list, macs: int, partial_bytes: int = 
     worker costs 20-50 us: on one BLAS thread when its products take fewer than
     ``_ONE_THREAD_MACS`` multiply-adds (``macs``, of the largest kind of product), on
     BLAS's own threads otherwise."""
+    if len(slices) == 1:  # the common batch-1 case, without the pieces' bookkeeping
+        if xp is not np or macs >= _ONE_THREAD_MACS:
+            return [fn(slices)]
+        with blas_threads.limit(1):
+            return [fn(slices)]
     runs = -(-len(slices) // _SLICES_PER_PIECE)
     runs += runs > 1 and runs % 2
     if partial_bytes:

@@ -437,3 +437,23 @@ def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, wit
         im.add_bias_relu(np, got, bias, relu, residual)
         assert got.tobytes() == want.tobytes()
     assert np.isnan(want[0, 0]) and (want[0] == 0).any() == relu
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pads", [(1, 1, 1, 1), (2, 0, 1, 3), (0, 2, 0, 0)])
+def test_zero_border_zeroes_the_border_only(dtype, pads):
+    """zero_border: the compiled pass (C-ordered floats) and the slice assignments
+    (any other array) both zero exactly the cells outside the (H, W) middle."""
+    from singa.autograd import _im2col as im
+
+    t, l, b, r = pads
+    h, w = 3, 4
+    start = np.random.default_rng(11).standard_normal((2, h + t + b, w + l + r, 3)).astype(dtype) + 5
+    want = np.zeros_like(start)
+    want[:, t : t + h, l : l + w] = start[:, t : t + h, l : l + w]
+    compiled = start.copy()
+    im.zero_border(compiled, h, w, pads)
+    strided = np.asfortranarray(start)
+    im.zero_border(strided, h, w, pads)
+    assert compiled.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(strided, want)
