@@ -130,8 +130,8 @@ def test_small_work_runs_inline_on_one_blas_thread(monkeypatch):
     for cfg in PATHS:
         x, w, b = make(cfg, rng, np.float32)
         forward_backward(cfg, x, w, b, np.ones_like(ref_conv2d(x, w, b, cfg[3], pads_of(cfg[4]), *cfg[5:])))
-    assert calls and set(calls) == {1} and set(limits) == {1}
-    assert len(limits) == len(calls)
+    assert set(calls) <= {1}  # a single slice runs inline, without the workers' bookkeeping
+    assert limits and set(limits) == {1}
 
 
 @pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
