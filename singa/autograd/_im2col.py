@@ -168,47 +168,65 @@ def max_of_views(xp: Any, views: list, out: Any) -> None:
         xp.maximum(out, v, out=out)
 
 
-def add_bias_relu(xp: Any, out: Any, bias: Any, relu: bool, residual: Any = None) -> None:
-    """``out`` (rows, O) += ``bias`` (O,) (when given), then += ``residual`` (rows, O)
-    (when given), then max(out, 0) (when ``relu``), in place: each step rounded as its
-    own array operation would round it. On the CPU (float32/float64) one compiled pass
-    (:func:`_bias_relu`), else array expressions; ReLU as the ReLU operator computes it
-    (0 for -0.0, NaN stays)."""
-    if bias is None and not relu and residual is None:
+def finish_rows(
+    xp: Any, out: Any, bias: Any = None, affine: tuple | None = None, residual: Any = None, relu: bool = False
+) -> None:
+    """In place on ``out`` (rows, O), each step (when given) rounded as its own array
+    operation would round it: ``+= bias`` (O,); ``(out - m) * a + b`` with ``affine`` =
+    (m, a, b), each (O,) (BatchNorm's evaluation, see
+    :meth:`~singa.autograd.normalization.BatchNorm2d.eval_coefficients`); ``+=
+    residual`` (rows, O); then ReLU as the ReLU operator computes it (0 for -0.0, NaN
+    stays). On the CPU (float32/float64) one compiled pass (:func:`_finish_rows`), else
+    array expressions."""
+    if bias is None and affine is None and residual is None and not relu:
         return
-    if _compiled_rows(out, residual):
-        b = bias if bias is not None else np.zeros(out.shape[1], out.dtype)
-        res = residual if residual is not None else out  # not read when absent
-        _bias_relu(out, b.astype(out.dtype, copy=False), bias is not None, res, residual is not None, relu)
-        return
+    if _compiled_rows(out, residual, bias, *(affine or ())):
+        zeros = np.zeros(out.shape[1], out.dtype)  # stands for what is not given (never read)
+        m, a, b = affine if affine is not None else (zeros, zeros, zeros)
+        res = residual if residual is not None else out
+        flags = (bias is not None, affine is not None, residual is not None, relu)
+        _finish_rows(out, zeros if bias is None else bias, m, a, b, res, *flags)
+    else:
+        _finish_rows_by_arrays(xp, out, bias, affine, residual, relu)
+
+
+def _finish_rows_by_arrays(xp: Any, out: Any, bias: Any, affine: Any, residual: Any, relu: bool) -> None:
+    """:func:`finish_rows` as array expressions (a GPU, float16, other layouts)."""
     if bias is not None:
         out += bias
+    if affine is not None:
+        m, a, b = affine
+        out -= m
+        out *= a
+        out += b
     if residual is not None:
         out += residual
     if relu:
         xp.maximum(out, 0, out=out)
 
 
-def _compiled_rows(out: Any, residual: Any) -> bool:
-    """Whether :func:`_bias_relu` takes ``out`` and ``residual`` (C-ordered numpy
-    float matrices of one dtype and shape)."""
-    if not (takes_floats(out) and out.flags.c_contiguous and out.ndim == 2):
+def _compiled_rows(out: Any, residual: Any, *vectors: Any) -> bool:
+    """Whether :func:`_finish_rows` takes ``out``, ``residual`` and the per-column
+    ``vectors`` (numpy floats of one dtype; matrices C-ordered, of one shape)."""
+    arrays = [v for v in (residual, *vectors) if v is not None]
+    if not (takes_floats(out, *arrays) and out.flags.c_contiguous and out.ndim == 2):
         return False
-    if residual is None:
-        return True
-    return takes_floats(out, residual) and residual.flags.c_contiguous and residual.shape == out.shape
+    return residual is None or (residual.flags.c_contiguous and residual.shape == out.shape)
 
 
 # Two array passes over a batch slice's output (bias, then ReLU) cost 21 us at batch 1
 # for a (1024, 16) slice, mostly dispatch; one compiled pass touches each element once.
-# The residual of a ResNet block is added in the same pass (singa.model.inference's
-# conv+add rule), instead of an Add and a ReLU over the whole output.
+# BatchNorm's evaluation and a ResNet block's residual are done in the same pass
+# (singa.model.inference's conv+batchnorm and conv+add rules), instead of a BatchNorm, an
+# Add and a ReLU pass over the whole output.
 @kernel
-def _bias_relu(out, bias, add, res, add_res, relu):  # pragma: no cover (compiled)
+def _finish_rows(out, bias, m, a, b, res, add_bias, affine, add_res, relu):  # pragma: no cover (compiled)
     z = out.dtype.type(0)
     for r in range(out.shape[0]):
         for o in range(out.shape[1]):
-            v = out[r, o] + bias[o] if add else out[r, o]
+            v = out[r, o] + bias[o] if add_bias else out[r, o]
+            if affine:
+                v = (v - m[o]) * a[o] + b[o]
             if add_res:
                 v = v + res[r, o]
             out[r, o] = (z if v <= z else v) if relu else v

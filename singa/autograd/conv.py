@@ -120,20 +120,23 @@ class Conv2d(Operation):
         geo = self._geometry(x_shape)
         return (x_shape[0], W_shape[0], geo[-2], geo[-1])
 
-    def forward(self, x, W, b=None, *, relu: bool = False, residual: Any = None, pool: Any = None):
+    def forward(self, x, W, b=None, *, relu=False, residual=None, pool=None, affine=None):
         """y (N, O, OH, OW), NCHW with NHWC memory. Evaluation only (the backward cache
         does not know about them; :class:`singa.model.fused.ConvForward` uses them):
+        ``affine``, (m, a, b) per channel, y = (y - m) * a + b (BatchNorm's evaluation),
         ``residual``, an array of y's shape and dtype, added to y, ``relu``, max(y, 0)
         after it, and ``pool``, ``(kh, kw, sh, sw)`` of a max-pool without padding
         applied last (y is then the pooled output), each done to a batch slice as it
         is made, while it is in cache (:class:`~singa.autograd.conv_epilogue.Epilogue`)."""
         xp = array_module(x)
-        fused = relu or residual is not None or pool is not None
+        fused = relu or residual is not None or pool is not None or affine is not None
         if depthwise.applies(self, x.shape, W.shape):
             y = depthwise.forward(self, x, W, b)
             if not fused:
                 return y
-            epi = Epilogue(xp, (y.shape[0], *y.shape[2:], y.shape[1]), y.dtype, None, relu, residual, pool)
+            epi = Epilogue(
+                xp, (y.shape[0], *y.shape[2:], y.shape[1]), y.dtype, None, relu, residual, pool, affine
+            )
             y2 = xp.ascontiguousarray(y.transpose(0, 2, 3, 1)).reshape(-1, y.shape[1])
             epi(y2, 0, y.shape[0])
             return epi.output(y2)
@@ -147,7 +150,7 @@ class Conv2d(Operation):
         y2 = scratch(xp, (m, o), x.dtype)
         bias = None if b is None else b.astype(y2.dtype, copy=False)
         # the kernel-major product carries the bias itself
-        epi = Epilogue(xp, (n, oh, ow, o), x.dtype, None if kmajor else bias, relu, residual, pool)
+        epi = Epilogue(xp, (n, oh, ow, o), x.dtype, None if kmajor else bias, relu, residual, pool, affine)
         if kmajor:
             cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, epi)
         elif g == 1:

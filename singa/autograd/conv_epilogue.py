@@ -3,10 +3,11 @@
 The forward of :class:`~singa.autograd.conv.Conv2d` writes its output (N*OH*OW, O),
 pixel-major rows, a few samples at a time. Right after a slice's product, while the
 slice is in cache, an :class:`Epilogue` adds the bias and, for the eval-only fusions of
-:mod:`singa.model.inference`, a residual (a ResNet block's shortcut), applies ReLU, and
-max-pools the slice into the pooled output. Each step gives the bits of the operator
-it replaces (``Add``, ``ReLU``, ``MaxPool2d`` without padding), so fused evaluation
-stays bitwise equal to eager evaluation; a training forward uses the bias alone.
+:mod:`singa.model.inference`, applies BatchNorm's evaluation, adds a residual (a ResNet
+block's shortcut), applies ReLU, and max-pools the slice into the pooled output. Each
+step gives the bits of the operator it replaces (``BatchNorm2d`` on the CPU, ``Add``,
+``ReLU``, ``MaxPool2d`` without padding), so fused evaluation stays bitwise equal to
+eager evaluation; a training forward uses the bias alone.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ class Epilogue:
         shape: the output's (N, OH, OW, O).
         dtype: the output's dtype.
         bias: (O,) added to every row, or None.
-        relu: apply ReLU (after the bias and the residual).
+        relu: apply ReLU (after the bias, the affine map and the residual).
         residual: an (N, O, OH, OW) array added after the bias, or None.
         pool: ``(kh, kw, sh, sw)`` of a max-pool (:func:`pool_window`) applied last,
             into an output of its own, or None.
+        affine: (m, a, b), each (O,): ``(y - m) * a + b`` after the bias (BatchNorm's
+            evaluation), or None.
     """
 
     def __init__(
@@ -51,9 +54,11 @@ class Epilogue:
         relu: bool = False,
         residual: Any = None,
         pool: tuple | None = None,
+        affine: tuple | None = None,
     ):
         n, oh, ow, o = shape
         self.xp, self.shape, self.bias, self.relu, self.pool = xp, shape, bias, relu, pool
+        self.affine = affine
         # rows like the output's (a copy when the residual is laid out otherwise)
         self.res = None
         if residual is not None:
@@ -67,7 +72,7 @@ class Epilogue:
         """Apply the steps to ``out``, the rows (in place) of samples ``i0:i1``."""
         rows = self.shape[1] * self.shape[2]
         res = None if self.res is None else self.res[i0 * rows : i1 * rows]
-        im.add_bias_relu(self.xp, out, self.bias, self.relu, res)
+        im.finish_rows(self.xp, out, self.bias, self.affine, res, self.relu)
         if self.pool is not None:
             kh, kw, sh, sw = self.pool
             src = out.reshape(i1 - i0, *self.shape[1:])

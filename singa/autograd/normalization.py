@@ -315,14 +315,26 @@ class BatchNorm2d(Operation):
         else:
             m, var = running_mean.astype(np.float64), running_var.astype(np.float64)
         invstd = 1.0 / np.sqrt(var + self.eps)
-        m_row = lay.spread(m, dt)[0]
-        a_row = lay.spread(scale * invstd, dt)[0]
-        b_row = lay.spread(bias, dt)[0]
+        m_row, a_row, b_row = (lay.spread(v, dt)[0] for v in self._coefficients(m, invstd, scale, bias, dt))
         y2 = scratch(np, x2.shape, dt)
         workers.run_pieces(lambda i, j: _normalise(x2[i:j], m_row, a_row, b_row, y2[i:j]), pieces)
         if self.requires_grad:
             self.cache = (x, m, invstd, scale)
         return lay.restore(y2.astype(x.dtype, copy=False))
+
+    @staticmethod
+    def _coefficients(m: Any, invstd: Any, scale: Any, bias: Any, dt: Any) -> tuple:
+        """(m, a, b) per channel in dtype ``dt``: the CPU forward computes
+        ``y = (x - m) * a + b`` in ``dt`` from them."""
+        return m.astype(dt), (scale * invstd).astype(dt), bias.astype(dt)
+
+    def eval_coefficients(self, scale: Any, bias: Any, running_mean: Any, running_var: Any, dt: Any) -> tuple:
+        """(m, a, b) per channel in dtype ``dt`` (float32 or float64) with which the CPU
+        evaluation forward computes ``y = (x - m) * a + b``, each step rounded to ``dt``:
+        a kernel that computes the same expression from them gives this operator's bits
+        (:class:`~singa.autograd.conv_epilogue.Epilogue` does)."""
+        m, var = np.asarray(running_mean, np.float64), np.asarray(running_var, np.float64)
+        return self._coefficients(m, 1.0 / np.sqrt(var + self.eps), scale, bias, dt)
 
     def backward(self, dy):
         if isinstance(dy, np.ndarray):

@@ -18,6 +18,7 @@ from typing import Any
 
 from singa.autograd.conv_epilogue import pool_window
 from singa.autograd.engine import array_module
+from singa.autograd.jit import takes_floats
 from singa.autograd.products import matmul as _product
 
 __all__ = ["ConvForward", "LinearForward"]
@@ -30,21 +31,26 @@ def _relu_in_place(y: Any) -> Any:
 
 
 class ConvForward:
-    """``conv(x, W) + b``, plus a residual when ``add`` is given, then ReLU in place
-    when ``relu``, then a max-pool when ``pool`` is given: the forward of a traced
+    """``conv(x, W) + b``, then BatchNorm's evaluation when ``bn`` is given, plus a
+    residual when ``add`` is given, then ReLU in place when ``relu``, then a max-pool
+    when ``pool`` is given: the forward of a traced
     :class:`~singa.autograd.conv.Conv2d` operator (its geometry) on given weights.
+
+    A call takes ``(x, W[, b][, scale, bias, running_mean, running_var][, residual])``.
 
     Args:
         conv: the traced convolution operator (its ``forward`` is called; it keeps no
             cache in evaluation).
         relu: apply ReLU to the result in place.
         add: the traced :class:`~singa.autograd.elementwise.Add` that adds a residual
-            to the convolution's output (a ResNet block's shortcut), or None. The
-            residual is then the last argument of a call.
+            to the convolution's output (a ResNet block's shortcut), or None.
         residual_first: the residual was the Add's first operand.
         bias: whether a call passes a bias after ``W``.
         pool: the traced :class:`~singa.autograd.pooling.MaxPool2d` (without padding)
             applied last, or None.
+        bn: the traced :class:`~singa.autograd.normalization.BatchNorm2d` (in
+            evaluation) applied to the convolution's output, with its parameters read
+            live on every call, or None.
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class ConvForward:
         residual_first: bool = False,
         bias: bool = True,
         pool: Any = None,
+        bn: Any = None,
     ):
         self.conv = conv
         self.relu = relu
@@ -62,20 +69,32 @@ class ConvForward:
         self.residual_first = residual_first
         self.bias = bias
         self.pool = pool
+        self.bn = bn
 
     def __call__(self, x: Any, W: Any, *rest: Any) -> Any:
-        b = rest[0] if self.bias and rest else None
+        b = rest[0] if self.bias else None
+        stats = rest[self.bias : self.bias + 4] if self.bn is not None else ()
         r = rest[-1] if self.add is not None else None
-        if r is not None and not self._adds_in_place(x, W, r):
-            y = self.conv.forward(x, W, b)
-            y = self.add.forward(r, y) if self.residual_first else self.add.forward(y, r)
-            y = _relu_in_place(y) if self.relu else y
-            return self.pool.forward(y) if self.pool is not None else y
-        # the residual, ReLU and pooling on each batch slice of the output as the
-        # convolution makes it (on its workers, while the slice is in cache) instead of
-        # a pass over the whole output for each
+        if (r is not None and not self._adds_in_place(x, W, r)) or (stats and not takes_floats(x)):
+            return self._as_traced(x, W, b, stats, r)
+        # BatchNorm, the residual, ReLU and pooling on each batch slice of the output as
+        # the convolution makes it (on its workers, while the slice is in cache) instead
+        # of a pass over the whole output for each
+        affine = self.bn.eval_coefficients(*stats, x.dtype) if stats else None
         window = None if self.pool is None else pool_window(self.pool)
-        return self.conv.forward(x, W, b, relu=self.relu, residual=r, pool=window)
+        return self.conv.forward(x, W, b, relu=self.relu, residual=r, pool=window, affine=affine)
+
+    def _as_traced(self, x: Any, W: Any, b: Any, stats: tuple, r: Any) -> Any:
+        """The absorbed operators one after another, as traced: for a residual that
+        broadcasts or has another dtype (the Add's own promotion), and for BatchNorm
+        on inputs its CPU kernels do not take as they are (float16, a GPU)."""
+        y = self.conv.forward(x, W, b)
+        if stats:
+            y = self.bn.forward(y, *stats)
+        if r is not None:
+            y = self.add.forward(r, y) if self.residual_first else self.add.forward(y, r)
+        y = _relu_in_place(y) if self.relu else y
+        return self.pool.forward(y) if self.pool is not None else y
 
     def _adds_in_place(self, x: Any, W: Any, r: Any) -> bool:
         """Whether the residual ``r`` has the output's shape and dtype (a + b of the
@@ -84,9 +103,10 @@ class ConvForward:
         return r.dtype == x.dtype and tuple(r.shape) == self.conv.output_shape(x.shape, W.shape)
 
     def __repr__(self) -> str:
+        bn = ", batchnorm" if self.bn is not None else ""
         residual = ", residual" if self.add is not None else ""
         pool = f", max-pool {self.pool.kernel_size}" if self.pool is not None else ""
-        return f"ConvForward({self.conv.kernel_size}{residual}, relu={self.relu}{pool})"
+        return f"ConvForward({self.conv.kernel_size}{bn}{residual}, relu={self.relu}{pool})"
 
 
 class LinearForward:

@@ -13,6 +13,9 @@ producer     consumer    level    what the fused kernel does
 ============ =========== ======== ===================================================
 matmul       bias        exact    ``x @ W`` then ``+= b`` in place (a ``linear``)
 conv         batchnorm   fold     BatchNorm (eval) folded into ``W`` and ``b``
+conv         batchnorm   exact    without folding (``conv+batchnorm/live``): BatchNorm's
+                                  evaluation applied to each batch slice of the output
+                                  as it is made (its parameters read on every call)
 linear       batchnorm   fold     the same for ``x @ W + b`` (BatchNorm over (N, C))
 matmul       batchnorm   fold     the same without a bias (becomes a ``linear``)
 conv         add         exact    a residual of the output's shape and dtype added to
@@ -80,6 +83,8 @@ class _Stage:
     residual: int | None = None  # slot of the residual
     residual_first: bool = False  # the residual was the Add's first operand
     pool: Any = None  # the absorbed MaxPool2d
+    bn: Any = None  # the BatchNorm2d absorbed without folding
+    bn_ins: list = field(default_factory=list)  # its scale, bias, mean and variance slots
     applied: list = field(default_factory=list)
 
 
@@ -91,11 +96,12 @@ class FusionRule:
     consumer: str
     level: str
     absorb: Any  # (rec, stage, consumer node) -> bool (False: the pair does not fit)
+    suffix: str = ""  # tells apart two rules of one pair (at different levels)
 
     @property
     def name(self) -> str:
-        """``producer+consumer``, as counted in :attr:`Graph.fusions`."""
-        return f"{self.producer}+{self.consumer}"
+        """``producer+consumer`` (plus the suffix), as counted in :attr:`Graph.fusions`."""
+        return f"{self.producer}+{self.consumer}{self.suffix}"
 
 
 # ----- classification of traced nodes ---------------------------------------------------------
@@ -188,6 +194,11 @@ def _absorb_add(rec: Recorder, st: _Stage, n: Node) -> bool:
     return True
 
 
+def _absorb_live_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
+    st.bn, st.bn_ins = n.op, list(n.ins[1:])
+    return True
+
+
 def _absorb_relu(rec: Recorder, st: _Stage, n: Node) -> bool:
     st.relu = True
     st.kind = "activated" if st.conv is not None else "done"
@@ -240,6 +251,7 @@ RULES: tuple[FusionRule, ...] = (
     FusionRule("conv", "batchnorm", "fold", _absorb_batchnorm),
     FusionRule("linear", "batchnorm", "fold", _absorb_batchnorm),
     FusionRule("matmul", "batchnorm", "fold", _absorb_batchnorm),
+    FusionRule("conv", "batchnorm", "exact", _absorb_live_batchnorm, "/live"),
     FusionRule("conv", "add", "exact", _absorb_add),
     FusionRule("conv", "relu", "exact", _absorb_relu),
     FusionRule("residual", "relu", "exact", _absorb_relu),
@@ -313,9 +325,10 @@ def _stage_node(rec: Recorder, st: _Stage) -> Node:
     ins = [st.x, st.w] if st.b is None else [st.x, st.w, st.b]
     if st.conv is None:
         return rec.new_node(LinearForward(st.relu), ins, [st.out])
+    ins += st.bn_ins
     if st.add is not None:
         ins.append(st.residual)
-    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, bias=st.b is not None, pool=st.pool)
+    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, st.b is not None, st.pool, st.bn)
     return rec.new_node(fn, ins, [st.out])
 
 

@@ -398,7 +398,7 @@ def test_col2im_offsets_adds_every_offset_in_order(dtype, geo):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_bias, relu", [(True, True), (True, False), (False, True)])
 def test_bias_and_relu_in_one_pass_as_the_operators_compute_them(dtype, with_bias, relu):
-    """add_bias_relu on the CPU: out + bias rounded as numpy adds, then ReLU as the
+    """finish_rows on the CPU: out + bias rounded as numpy adds, then ReLU as the
     ReLU operator gives it (+0.0 for -0.0 and negatives, NaN kept)."""
     from singa.autograd import _im2col as im
     from singa.autograd.activation import ReLU
@@ -413,14 +413,14 @@ def test_bias_and_relu_in_one_pass_as_the_operators_compute_them(dtype, with_bia
         op.requires_grad = False
         want = op.forward(want)
     got = out.copy()
-    im.add_bias_relu(np, got, None if bias is None else bias.copy(), relu)
+    im.finish_rows(np, got, None if bias is None else bias.copy(), relu=relu)
     assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_bias, relu", [(True, True), (False, True), (True, False)])
 def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, with_bias, relu):
-    """add_bias_relu with a residual: (out + bias) + residual, each sum rounded as
+    """finish_rows with a residual: (out + bias) + residual, each sum rounded as
     numpy rounds it, then ReLU; the compiled pass and the array path (a residual
     that is not in C order) agree."""
     from singa.autograd import _im2col as im
@@ -434,7 +434,7 @@ def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, wit
     want = np.maximum(want, 0) if relu else want
     for residual in (res, np.asfortranarray(res)):
         got = out.copy()
-        im.add_bias_relu(np, got, bias, relu, residual)
+        im.finish_rows(np, got, bias, residual=residual, relu=relu)
         assert got.tobytes() == want.tobytes()
     assert np.isnan(want[0, 0]) and (want[0] == 0).any() == relu
 
@@ -457,3 +457,30 @@ def test_zero_border_zeroes_the_border_only(dtype, pads):
     im.zero_border(strided, h, w, pads)
     assert compiled.tobytes() == want.tobytes()
     np.testing.assert_array_equal(strided, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_finish_rows_affine_gives_batchnorm_evaluations_bits(dtype):
+    """finish_rows with BatchNorm's eval_coefficients, after a bias: the bits of the
+    bias added, then BatchNorm2d's evaluation forward (on NHWC memory), then ReLU."""
+    from singa.autograd import _im2col as im
+    from singa.autograd.activation import ReLU
+    from singa.autograd.normalization import BatchNorm2d
+
+    rng = np.random.default_rng(12)
+    n, h, w, c = 2, 3, 5, 6
+    rows = (rng.standard_normal((n * h * w, c)) * 3).astype(dtype)
+    bias = rng.standard_normal(c).astype(dtype)
+    scale, beta = (rng.random(c) + 0.5).astype(dtype), rng.standard_normal(c).astype(dtype)
+    mean, var = rng.standard_normal(c).astype(dtype), (rng.random(c) + 0.1).astype(dtype)
+    bn = BatchNorm2d(training=False)
+    bn.requires_grad = False
+    relu = ReLU()
+    relu.requires_grad = False
+    y = (rows + bias).reshape(n, h, w, c).transpose(0, 3, 1, 2)  # NCHW view, NHWC memory
+    want = relu.forward(bn.forward(y, scale, beta, mean, var))
+    for compiled in (True, False):
+        got = rows.copy() if compiled else np.asfortranarray(rows)  # F order: the array path
+        im.finish_rows(np, got, bias, bn.eval_coefficients(scale, beta, mean, var, dtype), relu=True)
+        assert got.reshape(n, h, w, c).transpose(0, 3, 1, 2).tobytes() == np.ascontiguousarray(want).tobytes()
+    assert (want == 0).any() and (want > 0).any()

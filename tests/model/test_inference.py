@@ -192,6 +192,38 @@ def test_folded_resnet_matches_eager_to_float32_rounding():
     assert not any(isinstance(f, autograd.Add) for f in g._fn.__globals__.values())
 
 
+@pytest.mark.parametrize("sequential", [False, True])
+def test_unfolded_resnet_fuses_batchnorm_live_and_stays_bitwise(sequential):
+    """Without folding, BatchNorm, the shortcut and ReLU run in the convolutions'
+    slices, bit for bit as eager evaluation, reading the statistics on every call."""
+    m, x = compiled(lambda: resnet.resnet8(num_classes=5, num_channels=3), (3, 3, 8, 8))
+    m.graph(True, sequential)
+    for _ in range(2):
+        assert m(x).to_numpy().tobytes() == eager_eval(m, x).tobytes()
+    g = eval_graph(m)
+    bns = sum(name.endswith("running_mean") for name in m.get_states())
+    blocks = sum(name.endswith(".bn2.running_mean") for name in m.get_states())
+    assert not g.folded and g.fusions["conv+batchnorm/live"] == bns
+    assert g.fusions["conv+add"] == g.fusions["residual+relu"] == blocks
+    m.layer1[0].bn2.running_mean.data += 0.25  # in place, behind the model's back
+    assert m(x).to_numpy().tobytes() == eager_eval(m, x).tobytes()
+
+
+def test_live_batchnorm_on_float16_runs_the_operators_as_traced():
+    from singa.autograd.conv import Conv2d
+    from singa.autograd.normalization import BatchNorm2d
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float16)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    stats = [(rng.random(4) + 0.5).astype(np.float16) for _ in range(4)]
+    conv, bn = Conv2d((3, 3), pads=(1, 1, 1, 1)), BatchNorm2d(training=False)
+    conv.requires_grad = bn.requires_grad = False
+    want = np.maximum(bn.forward(conv.forward(x, w), *stats), 0)
+    got = fused.ConvForward(conv, True, bias=False, bn=bn)(x, w, *stats)
+    assert got.dtype == np.float16 and got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
 class Residual(model.Model):
     """conv -> relu -> conv, plus a shortcut added in the given operand order, ->
     relu; ``shortcut="row"`` adds a broadcast (1, C, 1, W) tensor instead."""
