@@ -38,7 +38,8 @@ class Epilogue:
         dtype: the output's dtype.
         bias: (O,) added to every row, or None.
         relu: apply ReLU (after the bias, the affine map and the residual).
-        residual: an (N, O, OH, OW) array added after the bias, or None.
+        residual: an (N, O, OH, OW) array added after the bias and the affine map, or
+            None.
         pool: ``(kh, kw, sh, sw)`` of a max-pool (:func:`pool_window`) applied last,
             into an output of its own, or None.
         affine: (m, a, b), each (O,): ``(y - m) * a + b`` after the bias (BatchNorm's

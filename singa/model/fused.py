@@ -2,9 +2,10 @@
 
 Each is a small callable object run on arrays by a generated replay function. They
 call the operators' own kernels (the convolution's ``forward``) and add what the
-fusion saves: the bias added into the product's output and ReLU applied in place,
-instead of a new array and a pass over memory for each. None keeps a backward cache:
-these kernels exist only for evaluation.
+fusion saves: the bias, BatchNorm's evaluation, a residual, ReLU and a max-pool applied
+to the product's output in place, slice by slice for a convolution
+(:mod:`singa.autograd.conv_epilogue`), instead of a new array and a pass over memory
+for each. None keeps a backward cache: these kernels exist only for evaluation.
 
 Per element they compute what the unfused operators compute (``max(x @ W + b, 0)`` with
 the same roundings), so fusing them alone keeps eval results bitwise equal; only
