@@ -195,6 +195,8 @@ def _absorb_add(rec: Recorder, st: _Stage, n: Node) -> bool:
 
 
 def _absorb_live_batchnorm(rec: Recorder, st: _Stage, n: Node) -> bool:
+    if st.bn is not None:  # one BatchNorm per convolution (a second runs as traced)
+        return False
     st.bn, st.bn_ins = n.op, list(n.ins[1:])
     return True
 

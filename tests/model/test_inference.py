@@ -209,6 +209,32 @@ def test_unfolded_resnet_fuses_batchnorm_live_and_stays_bitwise(sequential):
     assert m(x).to_numpy().tobytes() == eager_eval(m, x).tobytes()
 
 
+class TwoBatchNorms(model.Model):
+    """conv -> bn -> bn -> relu: only the first BatchNorm joins the convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = layer.Conv2d(4, 3, padding=1)
+        self.bn1 = layer.BatchNorm2d()
+        self.bn2 = layer.BatchNorm2d()
+
+    def forward(self, x):
+        return autograd.relu(self.bn2(self.bn1(self.conv(x))))
+
+
+def test_a_second_batchnorm_after_a_live_one_runs_as_traced():
+    m, x = compiled(TwoBatchNorms, (2, 3, 6, 6))
+    want = eager_eval(m, x)
+    m.graph(True)
+    for _ in range(2):
+        assert m(x).to_numpy().tobytes() == want.tobytes()
+    assert eval_graph(m).fusions == {"conv+batchnorm/live": 1}
+    folded, _ = compiled(TwoBatchNorms, (2, 3, 6, 6))
+    folded.graph(True, fold_batchnorm=True)  # folding takes both, and the ReLU after them
+    np.testing.assert_allclose(folded(x).to_numpy(), eager_eval(folded, x), rtol=1e-5, atol=1e-5)
+    assert eval_graph(folded).fusions == {"conv+batchnorm": 2, "conv+relu": 1}
+
+
 def test_live_batchnorm_on_float16_runs_the_operators_as_traced():
     from singa.autograd.conv import Conv2d
     from singa.autograd.normalization import BatchNorm2d
