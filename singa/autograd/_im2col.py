@@ -181,11 +181,11 @@ def finish_rows(
     if bias is None and affine is None and residual is None and not relu:
         return
     if _compiled_rows(out, residual, bias, *(affine or ())):
-        zeros = np.zeros(out.shape[1], out.dtype)  # stands for what is not given (never read)
-        m, a, b = affine if affine is not None else (zeros, zeros, zeros)
+        row = out[0]  # stands for a vector not given (never read): no allocation per slice
+        m, a, b = affine if affine is not None else (row, row, row)
         res = residual if residual is not None else out
         flags = (bias is not None, affine is not None, residual is not None, relu)
-        _finish_rows(out, zeros if bias is None else bias, m, a, b, res, *flags)
+        _finish_rows(out, row if bias is None else bias, m, a, b, res, *flags)
     else:
         _finish_rows_by_arrays(xp, out, bias, affine, residual, relu)
 

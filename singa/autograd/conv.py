@@ -134,9 +134,8 @@ class Conv2d(Operation):
             y = depthwise.forward(self, x, W, b)
             if not fused:
                 return y
-            epi = Epilogue(
-                xp, (y.shape[0], *y.shape[2:], y.shape[1]), y.dtype, None, relu, residual, pool, affine
-            )
+            shape = (y.shape[0], *y.shape[2:], y.shape[1])
+            epi = Epilogue(xp, shape, y.dtype, relu=relu, residual=residual, pool=pool, affine=affine)
             y2 = xp.ascontiguousarray(y.transpose(0, 2, 3, 1)).reshape(-1, y.shape[1])
             epi(y2, 0, y.shape[0])
             return epi.output(y2)
@@ -150,7 +149,16 @@ class Conv2d(Operation):
         y2 = scratch(xp, (m, o), x.dtype)
         bias = None if b is None else b.astype(y2.dtype, copy=False)
         # the kernel-major product carries the bias itself
-        epi = Epilogue(xp, (n, oh, ow, o), x.dtype, None if kmajor else bias, relu, residual, pool, affine)
+        epi = Epilogue(
+            xp,
+            (n, oh, ow, o),
+            x.dtype,
+            bias=None if kmajor else bias,
+            relu=relu,
+            residual=residual,
+            pool=pool,
+            affine=affine,
+        )
         if kmajor:
             cols, wk = self._forward_kmajor(xp, x, W, bias, y2, geo, epi)
         elif g == 1:
