@@ -83,7 +83,7 @@ class Tensor:
         self._index = 0
 
     @classmethod
-    def _wrap(
+    def wrap(
         cls,
         arr: Any,
         dev: _device.Device,
@@ -91,7 +91,11 @@ class Tensor:
         creator: Any = None,
         index: int = 0,
     ) -> Tensor:
-        """Wrap an existing array without copying or checks (the operators' fast path)."""
+        """A tensor on ``dev`` around ``arr`` as it is: no copy, no conversion, no checks
+        (the operators' fast path). ``arr`` must be an array of ``dev``'s module
+        (numpy, or cupy on a GPU). ``creator`` and ``index`` name the operation that
+        made it and which of its outputs it is, for backward; a user wants
+        ``Tensor(data=arr, device=dev)``, which checks and converts."""
         t = object.__new__(cls)
         t.data = arr
         t.device = dev
@@ -183,7 +187,7 @@ class Tensor:
 
     def clone(self) -> Tensor:
         """A new tensor with a copy of the data and the same flags (no creator)."""
-        t = Tensor._wrap(self.data.copy(), self.device, self.requires_grad)
+        t = Tensor.wrap(self.data.copy(), self.device, self.requires_grad)
         t.stores_grad = self.stores_grad
         t.name = self.name
         return t
@@ -193,7 +197,7 @@ class Tensor:
 
         ``dtype`` is a numpy dtype or SINGA's names ``'int'`` (int32) and ``'float'`` (float32).
         """
-        return Tensor._wrap(self.data.astype(singa_dtype(dtype)), self.device, self.requires_grad)
+        return Tensor.wrap(self.data.astype(singa_dtype(dtype)), self.device, self.requires_grad)
 
     def to_device(self, dev: _device.Device) -> Tensor:
         """Move the data to ``dev`` in place. Returns self."""
@@ -257,7 +261,7 @@ class Tensor:
         dtype = self.dtype
         if dtype.kind != "f" and isinstance(other, float | np.floating):
             dtype = float32  # as in SINGA: an int tensor with a Python float gives float32
-        return Tensor._wrap(self.device.xp.asarray(other, dtype=dtype), self.device)
+        return Tensor.wrap(self.device.xp.asarray(other, dtype=dtype), self.device)
 
     def __add__(self, o: Any) -> Tensor:
         return _autograd().add(self, self._lift(o))
@@ -301,7 +305,7 @@ class Tensor:
     # Comparisons give boolean tensors and are not differentiated.
     def _compare(self, o: Any, fn: Any) -> Tensor:
         other = o.data if isinstance(o, Tensor) else o
-        return Tensor._wrap(fn(self.data, other), self.device)
+        return Tensor.wrap(fn(self.data, other), self.device)
 
     def __lt__(self, o: Any) -> Tensor:
         return self._compare(o, self.device.xp.less)
@@ -357,11 +361,11 @@ class Tensor:
 
     def contiguous(self) -> Tensor:
         """A tensor with the same values in a C-ordered buffer of its own."""
-        return Tensor._wrap(self.device.xp.ascontiguousarray(self.data).copy(), self.device)
+        return Tensor.wrap(self.device.xp.ascontiguousarray(self.data).copy(), self.device)
 
     def copy(self) -> Tensor:
         """A shallow copy: a new Tensor sharing this one's buffer (SINGA's ``copy``)."""
-        return Tensor._wrap(self.data, self.device, self.requires_grad)
+        return Tensor.wrap(self.data, self.device, self.requires_grad)
 
     def deepcopy(self) -> Tensor:
         """A copy with its own buffer (the same as :meth:`clone`)."""
@@ -373,7 +377,7 @@ class Tensor:
             raise ValueError(f"repeat: with axis=None, repeats must be an int, got {repeats!r}")
         if np.any(np.asarray(repeats) < 0):
             raise ValueError(f"repeat: repeats must not be negative, got {repeats!r}")
-        return Tensor._wrap(self.device.xp.repeat(self.data, repeats, axis=axis), self.device)
+        return Tensor.wrap(self.device.xp.repeat(self.data, repeats, axis=axis), self.device)
 
     def l1(self) -> float:
         """The mean absolute value (SINGA's L1: the 1-norm divided by the size)."""
@@ -417,7 +421,7 @@ class Tensor:
 
     def __floordiv__(self, o: Any) -> Tensor:
         other = o.data if isinstance(o, Tensor) else o
-        return Tensor._wrap(self.device.xp.floor_divide(self.data, other), self.device)
+        return Tensor.wrap(self.device.xp.floor_divide(self.data, other), self.device)
 
     def _broadcast_update(self, v: Tensor, ufunc_name: str, as_column: bool) -> None:
         if self.ndim() != 2:

@@ -74,7 +74,7 @@ __all__ = [
 
 def _new(t: Tensor, arr: Any) -> Tensor:
     """Wrap a result array on ``t``'s device (no autograd record)."""
-    return Tensor._wrap(arr, t.device)
+    return Tensor.wrap(arr, t.device)
 
 
 def _operand(t: Tensor, x: Any) -> Any:
@@ -98,7 +98,7 @@ def from_raw_tensor(t: Any) -> Tensor:
         raise TypeError(f"from_raw_tensor: expected a numpy or cupy array, got {type(t).__name__}")
     if isinstance(t, np.ndarray) and type(t) is not np.ndarray:
         t = t.view(np.ndarray)
-    return Tensor._wrap(t, _device.device_of(t))
+    return Tensor.wrap(t, _device.device_of(t))
 
 
 def from_raw_tensors(tt: Any) -> list[Tensor]:

@@ -56,7 +56,7 @@ def constant_of_shape(x: Tensor | Any, value: Any = 0) -> Tensor:
     them) filled with ``value``: a Python number gives float32 (SINGA's and ONNX's
     default), a numpy scalar or one-element array keeps its dtype."""
     if not isinstance(x, Tensor):
-        x = Tensor._wrap(np.asarray(x, dtype=np.int64), device.get_default_device())
+        x = Tensor.wrap(np.asarray(x, dtype=np.int64), device.get_default_device())
     dims = np.asarray(x.to_numpy())
     if (
         dims.ndim != 1

@@ -146,7 +146,7 @@ class Operation:
             dev.recorder.record(self.forward, arrays, ys, op=self, tensors=xs)
         if not _recording:
             self.cache = None
-            return tuple(Tensor._wrap(y, dev) for y in ys)
+            return tuple(Tensor.wrap(y, dev) for y in ys)
         if keep:
             if len(ys) > 1:
                 self.out_meta = [(y.shape, y.dtype) for y in ys]
@@ -159,7 +159,7 @@ class Operation:
             for x in xs
         ]
         rg = any(needs)
-        return tuple(Tensor._wrap(y, dev, rg, self, i) for i, y in enumerate(ys))
+        return tuple(Tensor.wrap(y, dev, rg, self, i) for i, y in enumerate(ys))
 
     def forward(self, *xs: Any) -> Any:
         """Compute the outputs from input arrays; returns an array or a tuple of arrays."""
@@ -398,7 +398,7 @@ class _Walk:
     def stored_outputs(self, op: Operation, dys: list) -> list[tuple[Tensor, Tensor]]:
         """The gradients of ``op``'s outputs that store theirs."""
         return [
-            (t, Tensor._wrap(dys[idx], self.dev))
+            (t, Tensor.wrap(dys[idx], self.dev))
             for idx, t in self.stored.pop(op).items()
             if dys[idx] is not None
         ]
@@ -411,7 +411,7 @@ class _Walk:
         if self.leaf_deps[t] == 0:
             g = self.leaf_grads.pop(t, None)
             if g is not None:
-                return t, Tensor._wrap(g, self.dev)
+                return t, Tensor.wrap(g, self.dev)
         return None
 
     def to_op(self, creator: Operation, idx: int, dx: Any) -> None:
@@ -474,7 +474,7 @@ def backward(y: Tensor, dy: Any = None, retain_graph: bool = True) -> Iterator[t
     dy_arr = _initial_grad(y, dy)
     _check_recorded(y)
     if y.stores_grad:
-        yield y, Tensor._wrap(dy_arr, y.device)
+        yield y, Tensor.wrap(dy_arr, y.device)
     root = y.creator
     if root is None or not root.reaches_stored:
         return

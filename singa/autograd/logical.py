@@ -110,7 +110,7 @@ def _lift(v: Any, like: Tensor) -> Tensor:
     arr = np.asarray(v)
     if np.can_cast(arr.dtype, like.dtype, casting="same_kind") or (arr == arr.astype(like.dtype)).all():
         arr = arr.astype(like.dtype)
-    return Tensor._wrap(xp.asarray(arr), like.device)
+    return Tensor.wrap(xp.asarray(arr), like.device)
 
 
 def _apply(op: type, name: str, a: Any, b: Any) -> Tensor:

@@ -436,7 +436,7 @@ def _pool1d_args(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: A
     (k,) = geo.ints(kernel_size, 1, "kernel_size", name)
     (s,) = (k,) if stride is None else geo.ints(stride, 1, "stride", name)
     p = geo.pads(padding, 1, name)
-    fake = Tensor._wrap(x.data[:, :, None, :], x.device)
+    fake = Tensor.wrap(x.data[:, :, None, :], x.device)
     _pool_args(name, fake, (1, k), (1, s), (0, p[0], 0, p[1]), ceil_mode)
     return (k,), (s,), p
 

@@ -65,7 +65,7 @@ def lift(v: Any, like: Tensor, dtype: Any = None) -> Tensor:
     if isinstance(v, Tensor):
         return v
     xp = like.device.xp
-    return Tensor._wrap(xp.asarray(v, dtype=dtype if dtype is not None else like.dtype), like.device)
+    return Tensor.wrap(xp.asarray(v, dtype=dtype if dtype is not None else like.dtype), like.device)
 
 
 # ----- reshape, flatten, transpose -------------------------------------------------------

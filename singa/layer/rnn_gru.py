@@ -106,7 +106,7 @@ class GRU(RNN_Base):
         pre = self._project(inp, k, n_steps, batch)
         if h is None:
             xp = pre[0].device.xp
-            h = Tensor._wrap(xp.zeros((pre[0].shape[0], self.hidden_size), pre[0].dtype), pre[0].device)
+            h = Tensor.wrap(xp.zeros((pre[0].shape[0], self.hidden_size), pre[0].dtype), pre[0].device)
         out: list = [None] * n_steps
         for t in range(n_steps - 1, -1, -1) if reverse else range(n_steps):
             h = self._step(pre[t], h, k)
@@ -246,7 +246,7 @@ class CudnnRNN(Layer):
             )
         steps = np.arange(n_steps)[:, None]
         pick = (steps == lengths[None, :] - 1) if not self.return_sequences else (steps < lengths[None, :])
-        mask = Tensor._wrap(y.device.xp.asarray(pick[:, :, None].astype(y.dtype)), y.device)
+        mask = Tensor.wrap(y.device.xp.asarray(pick[:, :, None].astype(y.dtype)), y.device)
         masked = autograd.mul(y, mask)
         if not self.return_sequences:
             return autograd.reshape(autograd.reduce_sum(masked, [0], 0), (-1, y.shape[2]))

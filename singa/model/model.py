@@ -274,7 +274,7 @@ class Model(Layer):
             if all(t.data is a for t, a in checks) and (not graph.folded or graph.stamp == self._stamp()):
                 self._graphs.move_to_end(key)
                 outs = graph(_distinct_arrays(tensors))
-                return rebuild_outputs(graph.out_template, [Tensor._wrap(a, dev) for a in outs])
+                return rebuild_outputs(graph.out_template, [Tensor.wrap(a, dev) for a in outs])
             del self._graphs[key]
         return self._trace(fn, key, dev, tensors, args, kwargs)
 

@@ -321,7 +321,7 @@ class Optimizer:
         out: dict[str, Any] = {"step_counter": float(self.steps)}
         for singa_name, slot in self.singa_slots.items():
             got = {
-                self.param_key(t): Tensor._wrap(arr.copy(), t.device)
+                self.param_key(t): Tensor.wrap(arr.copy(), t.device)
                 for t, slots in self._slots.items()
                 for k, arr in slots.items()
                 if k == slot

@@ -275,7 +275,7 @@ class OnnxGraph:
 
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp
-        return Tensor._wrap(arr if xp is np else xp.asarray(arr), self.device)
+        return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
 
 
 def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
@@ -301,10 +301,10 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
     for name, v in items:
         if isinstance(v, Tensor):
             as_tensors = True
-            feeds[name] = v if v.device is device else Tensor._wrap(xp.asarray(v.to_numpy()), device)
+            feeds[name] = v if v.device is device else Tensor.wrap(xp.asarray(v.to_numpy()), device)
         else:
             arr = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
-            feeds[name] = Tensor._wrap(arr if xp is np else xp.asarray(arr), device)
+            feeds[name] = Tensor.wrap(arr if xp is np else xp.asarray(arr), device)
     return feeds, as_tensors
 
 
@@ -318,7 +318,7 @@ def _lay_out_conv_weights(contexts: Sequence[NodeContext], params: dict[str, Ten
         w = params[ctx.node.input[1]]
         laid = conv.product_layout(w.data, int(ctx.attr("group", 1)))
         if laid is not w.data:
-            params[ctx.node.input[1]] = Tensor._wrap(laid, w.device)
+            params[ctx.node.input[1]] = Tensor.wrap(laid, w.device)
 
 
 class SingaRep(BackendRep):
@@ -423,7 +423,7 @@ class SingaBackend(Backend):
         if node.op_type not in table:
             raise UnsupportedOperator(f"ONNX import: unsupported operator {node.op_type}")
         ctx = NodeContext(node, opset, dev, False)
-        xs = [None if a is None else Tensor._wrap(dev.xp.asarray(a), dev) for a in inputs]
+        xs = [None if a is None else Tensor.wrap(dev.xp.asarray(a), dev) for a in inputs]
         with autograd.no_grad():
             ys = table[node.op_type](ctx, xs)
         ys = (ys,) if isinstance(ys, Tensor) else ys

@@ -263,11 +263,11 @@ class NodeContext:
         """A constant tensor (no gradient) on this node's device."""
         arr = np.asarray(value, dtype=dtype)
         xp = self.device.xp
-        return Tensor._wrap(arr if xp is np else xp.asarray(arr), self.device)
+        return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
 
     def wrap(self, arr: Any) -> Tensor:
         """Wrap an array computed directly (a non-differentiable result)."""
-        return Tensor._wrap(arr, self.device)
+        return Tensor.wrap(arr, self.device)
 
     def unsupported(self, why: str) -> UnsupportedOperator:
         """An UnsupportedOperator naming the op type and node."""

@@ -162,7 +162,7 @@ class SONNXModel(Model):
         for n, x in zip(self.input_names, inputs):
             if not isinstance(x, Tensor):
                 arr = np.asarray(x)
-                x = Tensor._wrap(arr if self._device.xp is np else self._device.xp.asarray(arr), self._device)
+                x = Tensor.wrap(arr if self._device.xp is np else self._device.xp.asarray(arr), self._device)
             feeds[n] = x
         stop = self._graph.cut(last_layers)
         return self._graph.run(

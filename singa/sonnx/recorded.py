@@ -201,11 +201,11 @@ class RecordedGraph:
             if recorded and training:
                 if isinstance(op, Dropout) and op.cache is not None:  # the recorded mask
                     x = args[0]
-                    vals[id(op)] = (Tensor._wrap(x.data * op.cache, x.device),)
+                    vals[id(op)] = (Tensor.wrap(x.data * op.cache, x.device),)
                     continue
                 # batch statistics; in-place state updates go to copies
                 args = [
-                    Tensor._wrap(a.data.copy(), a.device) if r[0] == "leaf" and not a.stores_grad else a
+                    Tensor.wrap(a.data.copy(), a.device) if r[0] == "leaf" and not a.stores_grad else a
                     for a, r in zip(args, self._args[id(op)])
                 ]
             elif training:

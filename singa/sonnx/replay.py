@@ -124,7 +124,7 @@ class ReplayCache:
             replay, checks = entry
             if all(t.data is a for t, a in checks):
                 self._graphs.move_to_end(key)
-                return [Tensor._wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
+                return [Tensor.wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
             del self._graphs[key]
         return self._trace(key, feeds, tensors, extra, stop)
 
@@ -158,7 +158,7 @@ class ReplayCache:
             self._graphs.popitem(last=False)
         del rec, outs
         # the first run answers from the replay too, so every run gives the same bits
-        return [Tensor._wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
+        return [Tensor.wrap(a, dev) for a in replay(_distinct([t.data for t in tensors]))]
 
 
 def _distinct(arrays: list) -> list:

@@ -130,7 +130,7 @@ def grow_batch(t: Tensor, batch: int) -> Tensor:
     """``t`` with batch + 1 rows along axis 0 (its rows repeated cyclically)."""
     idx = np.arange(batch + 1) % batch
     xp = t.device.xp
-    return Tensor._wrap(t.data[xp.asarray(idx) if xp is not np else idx], t.device)
+    return Tensor.wrap(t.data[xp.asarray(idx) if xp is not np else idx], t.device)
 
 
 def op_attrs(op: Any) -> dict:

@@ -178,7 +178,7 @@ def test_new_input_buffer_reaches_views_made_outside_the_operators():
     class ViewModel(MLP):
         def train_one_batch(self, x, y):
             # a view of the input made with raw array code, then used by an operator
-            x2 = Tensor._wrap(x.data[:, ::-1], x.device)
+            x2 = Tensor.wrap(x.data[:, ::-1], x.device)
             out = self.forward(autograd.add(x, x2))
             loss = autograd.softmax_cross_entropy(out, y)
             self.optimizer(loss)

@@ -79,7 +79,7 @@ def reduce_min(x: Tensor, axes: Any, keep: int) -> Tensor:
     """Minimum: ``-max(-x)`` for floats (differentiable), computed directly otherwise."""
     if x.dtype.kind != "f":
         ax = None if axes is None else tuple(axes)
-        return Tensor._wrap(x.device.xp.asarray(x.data.min(axis=ax, keepdims=bool(keep))), x.device)
+        return Tensor.wrap(x.device.xp.asarray(x.data.min(axis=ax, keepdims=bool(keep))), x.device)
     return autograd.neg(autograd.reduce_max(autograd.neg(x), axes, keep))
 
 
@@ -113,9 +113,9 @@ def reduce_log_sum_exp(x: Tensor, axes: Any, keep: int) -> Tensor:
     ax = None if axes is None else tuple(axes)
     m = x.data.max(axis=ax, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
-    s = autograd.reduce_sum(autograd.exp(autograd.sub(x, Tensor._wrap(m, x.device))), axes, keep)
+    s = autograd.reduce_sum(autograd.exp(autograd.sub(x, Tensor.wrap(m, x.device))), axes, keep)
     m_out = m if keep else m.reshape(s.shape)
-    return autograd.add(autograd.log(s), Tensor._wrap(m_out, x.device))
+    return autograd.add(autograd.log(s), Tensor.wrap(m_out, x.device))
 
 
 @builds(reduction.ReduceMax)
