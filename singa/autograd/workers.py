@@ -213,14 +213,19 @@ def run_flat(fn: Callable[..., Any], out: Any, *arrays: Any) -> None:
     pieces of numpy ``arrays`` and ``out`` (all of ``out``'s shape) in ``out``'s memory
     order, on the worker threads (:func:`work_pieces`, two elements touched per
     element). An input laid out otherwise is copied into that order first; an ``out``
-    that is not dense is computed through a dense copy."""
+    that is not dense is computed through a dense copy of it (so a kernel may also read
+    ``out``: an in-place one)."""
     same = _same_layout_flats(out, arrays)
     if same is not None:  # the common case: no copies, ~2 us
         o, dense, flats = same[-1], out, same[:-1]
     else:
         o = _memory_flat(out)
-        dense = out if o is not None else np.empty_like(out)
-        o = o if o is not None else _memory_flat(dense)
+        if o is None:
+            dense = np.empty_like(out)
+            np.copyto(dense, out)
+            o = _memory_flat(dense)
+        else:
+            dense = out
         flats = [_flat_like(a, dense) for a in arrays]
     if o.size < PIECE_WORK:  # one piece (work_pieces counts 2 * size): call it here
         fn(*flats, o)

@@ -105,6 +105,22 @@ def test_run_flat_pieces_follow_the_outputs_memory_order(monkeypatch, layout):
         assert np.array_equal(full[:, :, ::2], 2.0 * a + b) and not full[:, :, 1::2].any()
 
 
+def test_run_flat_gives_an_in_place_kernel_the_values_of_a_strided_out(monkeypatch):
+    """A kernel that reads ``out`` (an in-place one, no other input) sees out's values
+    also when out is not dense and is computed through a dense copy."""
+    monkeypatch.setattr(workers, "PIECE_WORK", 8)
+    full = np.arange(120, dtype=np.float64).reshape(4, 3, 10) - 60
+    out = full[:, :, ::2]
+    want = np.maximum(out, 0)
+
+    def relu_in_place(o):
+        np.maximum(o, 0, out=o)
+
+    workers.run_flat(relu_in_place, out)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(full[:, :, 1::2], np.arange(120.0).reshape(4, 3, 10)[:, :, 1::2] - 60)
+
+
 def test_two_workers_run_two_pieces_at_the_same_time(monkeypatch):
     monkeypatch.setattr(workers, "_count", [2])
     both_here = threading.Barrier(2, timeout=30)  # broken unless two pieces meet
