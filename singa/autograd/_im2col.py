@@ -156,17 +156,49 @@ def col2im_offsets(
             dx[:, hs, ws] += dcols[i, j]
 
 
-def max_of_views(xp: Any, views: list, out: Any) -> None:
-    """``out`` = the elementwise maximum of ``views`` (a max-pool's window offsets),
-    taken in order with ``xp.maximum`` (NaN wins): the one definition of max-pool's
-    forward values, for :class:`~singa.autograd.pooling.MaxPool2d` and for a
-    convolution's fused evaluation epilogue alike."""
+def max_of_windows(xp: Any, src: Any, kh: int, kw: int, sh: int, sw: int, out: Any) -> None:
+    """``out`` (N, PH, PW, C) = the maximum of each (kh, kw) window, strides (sh, sw),
+    of ``src`` (N, H, W, C; any strides), over the window's offsets in row-major order
+    with ``maximum`` (NaN wins): the one definition of max-pool's forward values, for
+    :class:`~singa.autograd.pooling.MaxPool2d` and a convolution's fused evaluation
+    epilogue alike. One compiled pass (:func:`_max_windows`) when the channels are
+    contiguous (NHWC memory), else kh*kw ``maximum`` calls over strided views."""
+    ph, pw = out.shape[1:3]
+    if xp is np and takes_floats(src, out) and src.strides[3] == out.strides[3] == src.itemsize:
+        _max_windows(src, kh, kw, sh, sw, out)
+        return
+    views = [
+        src[:, i : i + sh * (ph - 1) + 1 : sh, j : j + sw * (pw - 1) + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
     if len(views) == 1:
         out[...] = views[0]
         return
     xp.maximum(views[0], views[1], out=out)
     for v in views[2:]:
         xp.maximum(out, v, out=out)
+
+
+# kh*kw maximum calls over strided views walk the output kh*kw times, 32-64 contiguous
+# channels at a time; one pass over the windows with the channels innermost is 1.7-2x
+# faster (2x2 windows, stride 2: a (32, 24, 24, 32) float32 slice 243 -> 142 us, batch 1
+# 11.9 -> 5.9 us) and gives the same bits: the same order, and numpy's rule (NaN wins;
+# of two equal zeros, the second), which numba's maximum gives with its operands swapped.
+@kernel
+def _max_windows(src, kh, kw, sh, sw, out):  # pragma: no cover (compiled)
+    n, ph, pw, c = out.shape
+    for b in range(n):
+        for i in range(ph):
+            for j in range(pw):
+                d = out[b, i, j]
+                first = src[b, i * sh, j * sw]
+                for o in range(c):
+                    d[o] = first[o]
+                for k in range(1, kh * kw):
+                    s = src[b, i * sh + k // kw, j * sw + k % kw]
+                    for o in range(c):
+                        d[o] = np.maximum(s[o], d[o])
 
 
 def finish_rows(

@@ -77,14 +77,7 @@ class Epilogue:
         if self.pool is not None:
             kh, kw, sh, sw = self.pool
             src = out.reshape(i1 - i0, *self.shape[1:])
-            dst = self.pooled[i0:i1]
-            ph, pw = dst.shape[1:3]
-            views = [
-                src[:, i : i + sh * (ph - 1) + 1 : sh, j : j + sw * (pw - 1) + 1 : sw]
-                for i in range(kh)
-                for j in range(kw)
-            ]
-            im.max_of_views(self.xp, views, dst)
+            im.max_of_windows(self.xp, src, kh, kw, sh, sw, self.pooled[i0:i1])
 
     def output(self, y2: Any) -> Any:
         """The result, NCHW with NHWC memory: the pooled output, or ``y2`` (the rows)."""

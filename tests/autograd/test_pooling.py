@@ -367,3 +367,36 @@ def test_max_float16_goes_through_float32_exactly():
         dy = np.ones(y.shape, np.float16)
         g = autograd.gradients(y, dy)[t].to_numpy()
         assert g.dtype == np.float16 and g.sum() == y.size()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k, s", [((2, 2), (2, 2)), ((3, 3), (1, 1)), ((3, 2), (2, 1))])
+def test_max_of_windows_compiled_pass_gives_the_views_bits(dtype, k, s):
+    """The compiled pass (channels contiguous) and the strided views (channels strided)
+    give the same bits, NaN, signed zeros and infinities included, and the maximum of
+    each window as numpy computes it."""
+    from singa.autograd import _im2col as im
+
+    rng = np.random.default_rng(3)
+    src = rng.standard_normal((2, 7, 6, 5)).astype(dtype)
+    src[0, 0, 0, :4] = [np.nan, -0.0, 0.0, -np.inf]
+    src[0, 0, 1, :4] = [1.0, 0.0, -0.0, np.inf]
+    src[1, 1, 1, :3] = [np.nan, -0.0, np.nan]  # NaN after the window's first cell too
+    src[1, 0, 0, 1:3] = [0.0, np.nan]
+    (kh, kw), (sh, sw) = k, s
+    ph, pw = (7 - kh) // sh + 1, (6 - kw) // sw + 1
+    compiled = np.empty((2, ph, pw, 5), dtype)
+    im.max_of_windows(np, src, kh, kw, sh, sw, compiled)
+    strided_src = np.asfortranarray(src)  # channels not contiguous: the views
+    viewed = np.empty((2, ph, pw, 5), dtype)
+    im.max_of_windows(np, strided_src, kh, kw, sh, sw, viewed)
+    assert compiled.tobytes() == viewed.tobytes()
+    with np.errstate(invalid="ignore"):
+        want = np.stack(
+            [
+                src[:, i : i + sh * (ph - 1) + 1 : sh, j : j + sw * (pw - 1) + 1 : sw]
+                for i in range(kh)
+                for j in range(kw)
+            ]
+        )
+    np.testing.assert_array_equal(compiled, np.maximum.reduce(want, axis=0))
