@@ -120,12 +120,10 @@ def _relu_grad(dy, y, dx):  # pragma: no cover (compiled)
         dx[i] = dy[i] * (dy.dtype.type(1) if y[i] > z else dy.dtype.type(0))
 
 
-# The in-place variants (a graph replay's, :mod:`singa.model._inplace`) have kernels of
-# their own: called with one array as both input and output, the kernels above fail the
-# compiled loop's overlap check and run its scalar fallback, 2.3-2.7x slower (2**20
-# float32 values, one thread: ReLU 345 against 126 us, its gradient 505 against 224 us).
-# ``v + z`` is v itself for every v > 0 (and NaN stays NaN); storing a new value, not
-# the one just loaded, keeps the loop a vector select instead of a branch per element.
+# In-place kernels (a graph replay's): given one array as input and output, the kernels
+# above fail the vector loop's overlap check and run scalar, 2.3-2.7x slower (2**20
+# float32, one thread: ReLU 345 against 126 us, gradient 505 against 224 us). ``v + z``
+# is v for v > 0 (NaN stays): a stored new value keeps the loop a vector select.
 @kernel
 def _relu_in_place(x):  # pragma: no cover (compiled)
     z = x.dtype.type(0)
