@@ -8,8 +8,9 @@ public :mod:`singa.autograd.conv_geometry`, their buffer pool :mod:`singa.autogr
   ``bench/README.md``, "Design measurements");
 - im2col / col2im with strided views (``as_strided`` + one copy), written against
   the array module ``xp`` so the same code runs on numpy and cupy; on the CPU the
-  per-offset col2im and the bias + ReLU of a convolution's output are compiled passes
-  (numba, :mod:`singa.autograd.jit`) with the same results;
+  per-offset col2im, the steps after a convolution's product (:func:`finish_rows`),
+  max-pooling's windows (:func:`max_of_windows`) and a padded buffer's border are
+  compiled passes (numba, :mod:`singa.autograd.jit`) with the same results;
 - :func:`split_batch`, which runs a batch-sliceable numpy loop on several threads
   (numpy releases the GIL inside its elementwise loops; copies, col2im and pooling
   are otherwise single-threaded while BLAS uses every core).

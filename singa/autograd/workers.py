@@ -185,10 +185,8 @@ def _same_layout_flats(out: Any, arrays: tuple) -> list | None:
         return [a.reshape(-1) for a in (*arrays, out)]
     if not all(a.shape == out.shape and a.strides == out.strides for a in arrays):
         return None
-    order = sorted(range(out.ndim), key=lambda i: -out.strides[i])
-    if not out.transpose(order).flags.c_contiguous:
-        return None
-    return [a.transpose(order).reshape(-1) for a in (*arrays, out)]
+    o = _memory_flat(out)
+    return None if o is None else [*(_memory_flat(a) for a in arrays), o]
 
 
 def _memory_flat(a: Any) -> Any:
