@@ -8,15 +8,16 @@ to the product's output in place, slice by slice for a convolution
 for each. None keeps a backward cache: these kernels exist only for evaluation.
 
 Per element they compute what the unfused operators compute (``max(x @ W + b, 0)`` with
-the same roundings), so fusing them alone keeps eval results bitwise equal; only
-folding BatchNorm into the weights (done once, by :mod:`singa.model.inference`) changes
-bits.
+the same roundings), so fusing them alone keeps eval results bitwise equal; only the
+``fold`` rewrites of :mod:`singa.model.inference` (BatchNorm folded into the weights,
+Winograd filters, both made once) change bits.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import singa.autograd.conv_winograd as winograd
 from singa.autograd.conv_epilogue import pool_window
 from singa.autograd.engine import array_module
 from singa.autograd.jit import takes_floats
@@ -52,6 +53,10 @@ class ConvForward:
         bn: the traced :class:`~singa.autograd.normalization.BatchNorm2d` (in
             evaluation) applied to the convolution's output, with its parameters read
             live on every call, or None.
+        filters: the weights transformed for a Winograd convolution
+            (:func:`singa.autograd.conv_winograd.transform_filters`, a snapshot taken
+            when the graph was built), or None: then inputs that fit it run through
+            them instead of ``W``.
     """
 
     def __init__(
@@ -63,8 +68,10 @@ class ConvForward:
         bias: bool = True,
         pool: Any = None,
         bn: Any = None,
+        filters: Any = None,
     ):
         self.conv = conv
+        self.filters = filters
         self.relu = relu
         self.add = add
         self.residual_first = residual_first
@@ -83,7 +90,10 @@ class ConvForward:
         # of a pass over the whole output for each
         affine = self.bn.eval_coefficients(*stats, x.dtype) if stats else None
         window = None if self.pool is None else pool_window(self.pool)
-        return self.conv.forward(x, W, b, relu=self.relu, residual=r, pool=window, affine=affine)
+        steps = dict(relu=self.relu, residual=r, pool=window, affine=affine)
+        if self.filters is not None and winograd.fits(self.conv, x, self.filters):
+            return winograd.forward(self.conv, x, self.filters, b, **steps)
+        return self.conv.forward(x, W, b, **steps)
 
     def _as_traced(self, x: Any, W: Any, b: Any, stats: tuple, r: Any) -> Any:
         """The absorbed operators one after another, as traced: for a residual that
@@ -107,7 +117,8 @@ class ConvForward:
         bn = ", batchnorm" if self.bn is not None else ""
         residual = ", residual" if self.add is not None else ""
         pool = f", max-pool {self.pool.kernel_size}" if self.pool is not None else ""
-        return f"ConvForward({self.conv.kernel_size}{bn}{residual}, relu={self.relu}{pool})"
+        wino = ", winograd" if self.filters is not None else ""
+        return f"ConvForward({self.conv.kernel_size}{bn}{residual}, relu={self.relu}{pool}{wino})"
 
 
 class LinearForward:

@@ -28,14 +28,21 @@ activated                         slice of the output as it is made (``activated
                                   a convolution that absorbed its ReLU)
 ============ =========== ======== ===================================================
 
+One rewrite is not a pair: with ``fold``, a convolution that
+:func:`singa.autograd.conv_winograd.suits` (float32, 3 x 3 or 5 x 5, stride 1, at least
+8 channels in and out) runs as a Winograd convolution F(4x4, r x r) on filters
+transformed once from its weights (after any BatchNorm folded into them), counted as
+``conv/winograd``: 2.25x (3 x 3) to 6.25x (5 x 5) fewer multiply-adds, with other
+roundings.
+
 Levels: ``exact`` rewrites compute every element with the same roundings as the
 unfused operators, so replays stay bitwise equal to eager evaluation, and they read
 the parameters live (no copy is taken). ``fold`` rewrites (``fold_batchnorm=True``)
 compute ``W * a`` and ``(b - mean) * a + beta`` with ``a = scale / sqrt(var + eps)``
-once, in float64, rounded to the weights' dtype: the results match eager evaluation
-to float32 rounding (a few ulps of the activations' scale), **not bitwise**, and the
-folded weights are a snapshot of the parameters, so the caller must rebuild the
-graph when parameters change (:class:`~singa.model.Model` does, see
+once, in float64, rounded to the weights' dtype, and the Winograd filters: the
+results match eager evaluation to float32 rounding (a few ulps of the activations'
+scale), **not bitwise**, and the folded weights are a snapshot of the parameters, so
+the caller must rebuild the graph when parameters change (:class:`~singa.model.Model` does, see
 :meth:`~singa.model.Model.graph`). No kernel keeps a backward cache: the trace runs
 with ``autograd.training`` False.
 
@@ -52,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+import singa.autograd.conv_winograd as winograd
 from singa.autograd.activation import ReLU
 from singa.autograd.conv import Conv2d, product_layout
 from singa.autograd.conv_epilogue import pool_window
@@ -65,6 +73,8 @@ from singa.model.graph import Graph, Node, Recorder
 __all__ = ["RULES", "FusionRule", "fuse", "build_graph"]
 
 LEVELS = ("exact", "fold")
+#: the count of convolutions run as Winograd convolutions (a ``fold`` rewrite)
+WINOGRAD = "conv/winograd"
 
 
 @dataclass
@@ -297,17 +307,25 @@ def fuse(rec: Recorder, out_slots: list[int], fold: bool = False) -> Counter:
         if new is not None:
             stages[new.out] = new
     counts: Counter = Counter()
-    nodes = []
-    for p in sorted(kept):
-        item = kept[p]
-        if isinstance(item, _Stage) and item.applied:
-            counts.update(item.applied)
-            item = _stage_node(rec, item)
-        elif isinstance(item, _Stage):  # a producer that absorbed nothing: as traced
-            item = rec.nodes[p]
-        nodes.append(item)
-    rec.nodes = nodes
+    rec.nodes = [_final_node(rec, kept[p], p, fold, counts) for p in sorted(kept)]
     return counts
+
+
+def _final_node(rec: Recorder, item: Any, p: int, fold: bool, counts: Counter) -> Node:
+    """The node that runs at position ``p``: a fused stage's (its rules counted into
+    ``counts``), or the traced one. With ``fold``, a convolution that
+    :func:`~singa.autograd.conv_winograd.suits` runs as a Winograd convolution, whether
+    it absorbed anything or not."""
+    if fold and isinstance(item, Node) and isinstance(item.op, Conv2d):
+        item = _producer(rec, item, p) or item
+    if not isinstance(item, _Stage):
+        return item
+    if fold and item.conv is not None and winograd.suits(item.conv, rec.arrays[item.w]):
+        item.applied.append(WINOGRAD)
+    if not item.applied:  # a producer that absorbed nothing: as traced
+        return rec.nodes[p]
+    counts.update(item.applied)
+    return _stage_node(rec, item)
 
 
 def _open_stage(stages: dict, uses: Counter, n: Node, levels: tuple[str, ...]) -> tuple:
@@ -330,7 +348,8 @@ def _stage_node(rec: Recorder, st: _Stage) -> Node:
     ins += st.bn_ins
     if st.add is not None:
         ins.append(st.residual)
-    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, st.b is not None, st.pool, st.bn)
+    filters = winograd.transform_filters(rec.arrays[st.w]) if WINOGRAD in st.applied else None
+    fn = ConvForward(st.conv, st.relu, st.add, st.residual_first, st.b is not None, st.pool, st.bn, filters)
     return rec.new_node(fn, ins, [st.out])
 
 
@@ -345,7 +364,7 @@ def build_graph(
     counts = fuse(rec, out_slots, fold)
     graph = Graph(rec, out_template, out_arrays, sequential)
     graph.fusions = counts
-    graph.folded = any(_rule_level(name) == "fold" for name in counts)
+    graph.folded = any(name == WINOGRAD or _rule_level(name) == "fold" for name in counts)
     return graph
 
 

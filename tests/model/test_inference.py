@@ -392,3 +392,55 @@ def test_graphs_per_model_stay_bounded():
 def test_rule_table_names_known_levels():
     assert {r.level for r in inference.RULES} <= set(inference.LEVELS)
     assert len({r.name for r in inference.RULES}) == len(inference.RULES)
+
+
+# ----- Winograd convolutions: a fold rewrite ---------------------------------------------------------
+class Convs3x3(model.Model):
+    """Two 3x3 "same" convolutions of 8 channels with a ReLU between: no BatchNorm, so
+    only the Winograd rewrite makes the folded graph differ from the exact one."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = layer.Conv2d(8, 3, padding=1)
+        self.conv2 = layer.Conv2d(8, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv2(autograd.relu(self.conv1(x)))
+
+
+def test_folding_runs_3x3_convolutions_as_winograd_and_snapshots_their_filters():
+    m, x = compiled(Convs3x3, (2, 8, 12, 12))
+    want = eager_eval(m, x)
+    m.graph(True, fold_batchnorm=True)
+    m(x)  # traced (evaluated eagerly)
+    got = m(x).to_numpy()  # replayed
+    g = eval_graph(m)
+    assert g.fusions == {"conv/winograd": 2, "conv+relu": 1} and g.folded
+    convs = [f for f in g._fn.__globals__.values() if isinstance(f, fused.ConvForward)]
+    assert len(convs) == 2 and all(f.filters is not None for f in convs)
+    close(got, want)
+    assert not np.array_equal(got, want)  # other roundings: the Winograd path ran
+    # the filters are a snapshot: new weights through set_params rebuild the graph
+    params = {k: v.to_numpy() for k, v in m.get_params().items()}
+    m.set_params({**params, "conv1.W": params["conv1.W"] * -0.5})
+    close(m(x).to_numpy(), eager_eval(m, x))
+
+
+def test_without_folding_convolutions_stay_exact():
+    m, x = compiled(Convs3x3, (2, 8, 12, 12))
+    m.graph(True)
+    m(x)
+    g = eval_graph(m)
+    assert "conv/winograd" not in g.fusions and not g.folded
+    np.testing.assert_array_equal(m(x).to_numpy(), eager_eval(m, x))
+
+
+def test_a_winograd_convolution_falls_back_for_an_input_too_small_for_a_tile():
+    """An input whose output is under 4x4 runs the column product: the bits of eager
+    evaluation (the filters are transformed all the same; the graph does not know the
+    shapes when it decides)."""
+    m, x = compiled(Convs3x3, (2, 8, 12, 12))
+    m.graph(True, fold_batchnorm=True)
+    small = Tensor(data=np.random.default_rng(4).standard_normal((1, 8, 3, 3)).astype(np.float32))
+    m(small)
+    np.testing.assert_array_equal(m(small).to_numpy(), eager_eval(m, small))

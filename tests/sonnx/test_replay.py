@@ -239,3 +239,25 @@ def test_conv_weights_are_kept_in_the_products_layout_and_stay_live():
     Wg = f32(6, 3, 3, 3)
     grouped, _ = one_node("Conv", shape=shape, inits=[init("W", Wg)], extra_inputs=["W"], attrs={"group": 2})
     assert sonnx.prepare(grouped).params["W"].data.flags.c_contiguous
+
+
+def test_prepared_3x3_conv_runs_as_winograd_unless_folding_is_off():
+    """With ``fold_batchnorm`` (the default) a 3x3 Conv of 8+ channels replays as a
+    Winograd convolution: onnxruntime's result to float32 rounding; without it, the
+    bits of node-by-node evaluation."""
+    import onnxruntime as ort
+
+    W = f32(8, 8, 3, 3)
+    model, _ = one_node(
+        "Conv", shape=(2, 8, 9, 9), inits=[init("W", W)], extra_inputs=["W"], attrs={"pads": [1, 1, 1, 1]}
+    )
+    x = f32(2, 8, 9, 9)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"X": x})[0]
+    rep = sonnx.prepare(model)
+    got = rep.run([x])[0]
+    assert rep.replays.fusions() == {"conv/winograd": 1}
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+    exact = sonnx.prepare(model, fold_batchnorm=False)
+    np.testing.assert_array_equal(exact.run([x])[0], sonnx.prepare(model, use_graph=False).run([x])[0])
+    assert exact.replays.fusions() == {}
