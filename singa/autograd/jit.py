@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["kernel", "FLOAT_DTYPES", "takes_floats"]
+__all__ = ["kernel", "helper", "FLOAT_DTYPES", "takes_floats"]
 
 #: the float dtypes the compiled kernels take (numba has no float16 on the CPU)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -31,6 +31,26 @@ def takes_floats(*arrays: Any) -> bool:
     return dtype in FLOAT_DTYPES and all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
 
 
+_helpers: list = []  # functions that kernels call, compiled into them
+_registered: list = []
+
+
+def helper(fn: Callable) -> Callable:
+    """Mark ``fn`` as a function that kernels call: it is compiled into each kernel
+    that calls it (registered with numba before the first kernel compiles), and stays
+    a plain Python function otherwise."""
+    _helpers.append(fn)
+    return fn
+
+
+def _register_helpers() -> None:
+    from numba.extending import register_jitable
+
+    for fn in _helpers[len(_registered) :]:
+        register_jitable(fn)
+        _registered.append(fn)
+
+
 def kernel(fn: Callable) -> Callable:
     """``fn`` compiled by numba (no GIL, cached on disk) when first called."""
     compiled: list = []
@@ -39,6 +59,7 @@ def kernel(fn: Callable) -> Callable:
         if not compiled:
             from numba import njit
 
+            _register_helpers()
             compiled.append(njit(nogil=True, cache=True)(fn))
         return compiled[0](*args)
 

@@ -152,3 +152,25 @@ def test_inputs_it_does_not_fit():
     assert not wg.fits(op, np.zeros((1, 8, 3, 8), np.float32), U)  # output smaller than a tile
     assert not wg.fits(op, np.zeros((1, 8, 8, 8), np.float64), U)  # another dtype
     assert not wg.fits(op, np.zeros((1, 4, 8, 8), np.float32), U)  # other channels
+
+
+def test_written_out_f43_transforms_match_the_matrix_ones():
+    """The F(4x4, 3x3) kernels (formulas with shared subexpressions) against the
+    generic ones (a pass per nonzero of B^T and A^T), on a tile grid that overhangs."""
+    rng = np.random.default_rng(4)
+    n, h, w, c, o = 2, 9, 11, 8, 16
+    th, tw = -(-h // 4), -(-w // 4)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    phased = np.empty((n, th * 4 + 2, 4, tw + 1, c), np.float32)
+    wg._phase(x, 4, 1, 1, phased)
+    at, bt = wg._matrices_as(3, np.dtype(np.float32))
+    v_generic, v_f43 = (np.empty((36, n * th * tw * c), np.float32) for _ in range(2))
+    wg._tiles_in(phased, bt, th, tw, v_generic)
+    wg._tiles_in_f43(phased, th, tw, v_f43)
+    np.testing.assert_allclose(v_f43, v_generic, rtol=1e-5, atol=1e-5 * np.abs(v_generic).max())
+    prod = rng.standard_normal((36, n * th * tw * o)).astype(np.float32)
+    y_generic, y_f43 = (np.full((n, h, w, o), np.nan, np.float32) for _ in range(2))
+    wg._tiles_out(prod, at, th, tw, y_generic)
+    wg._tiles_out_f43(prod, th, tw, y_f43)
+    assert not np.isnan(y_f43).any()  # every pixel written, none beyond the crop
+    np.testing.assert_allclose(y_f43, y_generic, rtol=1e-5, atol=1e-5 * np.abs(y_generic).max())
