@@ -179,8 +179,9 @@ class Model(Layer):
 
         ``fold_batchnorm`` (None keeps the current setting, initially False): whether
         evaluation replays fold each BatchNorm into the convolution or linear layer
-        before it (see :mod:`singa.model.inference`). Folded results match eager
-        evaluation to float32 rounding, not bitwise; the folded weights are rebuilt
+        before it and run 3x3 and 5x5 convolutions as Winograd convolutions (see
+        :mod:`singa.model.inference`). Folded results match eager evaluation to
+        float32 rounding, not bitwise; the folded weights are rebuilt
         after ``train()``, an optimizer step (its ``steps``), ``set_states``/``set_params`` and
         ``load_states``. After changing a parameter's values any other way
         (``copy_from``, writing into ``tensor.data``) call :meth:`reset_graph`."""

@@ -311,7 +311,8 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
 def _lay_out_conv_weights(contexts: Sequence[NodeContext], params: dict[str, Tensor]) -> None:
     """Conv weights given as initializers, kept in the layout the convolution's products
     read (:func:`singa.autograd.conv.product_layout`; same values), so that a run does not
-    copy every filter bank again. In-place changes to ``params`` still reach the runs."""
+    copy every filter bank again. In-place changes to ``params`` still reach node-by-node
+    runs and exact replays (folded ones take a snapshot: ``ReplayCache.clear``)."""
     for ctx in contexts:
         if ctx.op_type != "Conv" or len(ctx.node.input) < 2 or ctx.node.input[1] not in params:
             continue
@@ -330,8 +331,10 @@ class SingaRep(BackendRep):
 
     With ``use_graph`` (the default) runs replay a trace per input signature with the
     eval-only fusions (:mod:`singa.sonnx.replay`); ``fold_batchnorm`` (default True)
-    folds BatchNorm into the convolution or Gemm before it, which matches node-by-node
-    evaluation to float32 rounding but not bitwise (False keeps the bits).
+    folds BatchNorm into the convolution or Gemm before it and runs 3x3 and 5x5
+    convolutions as Winograd convolutions (:mod:`singa.autograd.conv_winograd`), which
+    matches node-by-node evaluation to float32 rounding but not bitwise (False keeps
+    the bits).
     """
 
     def __init__(
@@ -383,7 +386,8 @@ def prepare(
     Device, "CPU", "CUDA" / "CUDA:1", or None for the default CPU device).
 
     ``use_graph`` and ``fold_batchnorm``: see :class:`SingaRep` (runs replay a fused
-    trace; BatchNorm folded, float32-close to node-by-node evaluation, not bitwise).
+    trace; BatchNorm folded and Winograd convolutions, float32-close to node-by-node
+    evaluation, not bitwise).
 
     Raises UnsupportedOperator naming every unsupported op type and its node, and
     :class:`~singa.sonnx.checks.InvalidModel` (a ValueError) naming the file and the

@@ -4,7 +4,8 @@ The first ``run`` for an input signature (names, shapes and dtypes of the inputs
 ``last_layers``, ``aux_output``) evaluates the graph node by node while a
 :class:`~singa.model.graph.Recorder` records every kernel; the trace is rewritten
 with the eval-only fusions of :mod:`singa.model.inference` (BatchNorm folded into the
-convolution or Gemm before it by default) and later runs of that signature replay it:
+convolution or Gemm before it and Winograd convolutions, by default) and later runs of
+that signature replay it:
 no handler, no attribute parsing, no autograd bookkeeping.
 
 A replay is only as correct as its trace: values computed outside the recorded
@@ -90,7 +91,8 @@ class ReplayCache:
         graph: the :class:`~singa.sonnx.backend.OnnxGraph` to run.
         params: its initializers as Tensors (``SingaRep.params``).
         fold_batchnorm: fold BatchNorm into the preceding convolution / Gemm weights
-            (results close to node-by-node evaluation, not bitwise; False keeps bits).
+            and run 3x3 / 5x5 convolutions as Winograd convolutions (results close to
+            node-by-node evaluation, not bitwise; False keeps bits).
 
     Attributes:
         enabled: whether the graph can be replayed at all (see :func:`replayable`).
