@@ -107,8 +107,8 @@ def transform_filters(W: Any) -> np.ndarray:
     o, c, r, _ = W.shape
     _, g, _ = matrices(r)
     a = g.shape[0]
-    u = np.einsum("ak,ockl,bl->abco", g, np.asarray(W, np.float64), g)
-    return np.ascontiguousarray(u.reshape(a * a, c, o), dtype=W.dtype)
+    u = (g @ np.asarray(W, np.float64) @ g.T).transpose(2, 3, 1, 0)  # (a, a, C, O)
+    return np.ascontiguousarray(u, dtype=W.dtype).reshape(a * a, c, o)
 
 
 def forward(
