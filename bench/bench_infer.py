@@ -7,10 +7,10 @@ size by:
 - ``eager``: ``model.eval()``, graph mode off (operator by operator);
 - ``graph``: ``model.eval()`` in graph mode, the exact fusions (bitwise eager);
 - ``graph-fold``: the same with ``fold_batchnorm=True`` (BatchNorm folded into the
-  convolution weights; float32-close to eager, not bitwise);
+  convolution weights, Winograd convolutions; float32-close to eager, not bitwise);
 - ``prepare-nodes``: ``sonnx.prepare(file, use_graph=False).run`` (node by node: what
   ``prepare`` did before the inference path);
-- ``prepare``: ``sonnx.prepare(file).run`` (fused replay, BatchNorm folded);
+- ``prepare``: ``sonnx.prepare(file).run`` (fused replay, folded as ``graph-fold``);
 - ``ort``: onnxruntime's CPU session on the file (``--threads`` intra-op threads).
 
 All (model, batch, mode) runs are interleaved over ``--reps`` repetitions, each a block
