@@ -42,8 +42,8 @@ compute ``W * a`` and ``(b - mean) * a + beta`` with ``a = scale / sqrt(var + ep
 once, in float64, rounded to the weights' dtype, and the Winograd filters: the
 results match eager evaluation to float32 rounding (a few ulps of the activations'
 scale), **not bitwise**, and the folded weights are a snapshot of the parameters, so
-the caller must rebuild the graph when parameters change (:class:`~singa.model.Model` does, see
-:meth:`~singa.model.Model.graph`). No kernel keeps a backward cache: the trace runs
+the caller must rebuild the graph when parameters change (:class:`~singa.model.Model`
+does, see :meth:`~singa.model.Model.graph`). No kernel keeps a backward cache: the trace runs
 with ``autograd.training`` False.
 
 Only a producer whose weights are external arrays (parameters or constants) and a
