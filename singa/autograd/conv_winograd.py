@@ -131,8 +131,8 @@ def forward(
     o, r = U.shape[2], conv.kernel_size[0]
     oh, ow = conv.output_shape(x.shape, (o, c, r, r))[2:]
     th, tw = -(-oh // TILE), -(-ow // TILE)
-    at, bt = _matrices_as(r, x.dtype)
-    a = bt.shape[0]
+    a = TILE + r - 1
+    tiles_in, tiles_out = (_tiles_in_f43, _tiles_out_f43) if r == 3 else (_tiles_in_f45, _tiles_out_f45)
     y2 = scratch(np, (n * oh * ow, o), x.dtype)
     epi = Epilogue(
         np, (n, oh, ow, o), x.dtype, bias=b, relu=relu, residual=residual, pool=pool, affine=affine
@@ -147,29 +147,16 @@ def forward(
         phased = scratch(np, (i1 - i0, rows, TILE, q, c), x.dtype)
         _phase(np.ascontiguousarray(xh[i0:i1]), TILE, top, left, phased)
         v = scratch(np, (a * a, tiles, c), x.dtype)
-        if r == 3:
-            _tiles_in_f43(phased, th, tw, v.reshape(a * a, -1))
-        else:
-            _tiles_in(phased, bt, th, tw, v.reshape(a * a, -1))
+        tiles_in(phased, th, tw, v.reshape(a * a, -1))
         prod = scratch(np, (a * a, tiles, o), x.dtype)
         np.matmul(v, U, out=prod)
         out = y2[i0 * oh * ow : i1 * oh * ow]
-        if r == 3:
-            _tiles_out_f43(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
-        else:
-            _tiles_out(prod.reshape(a * a, -1), at, th, tw, out.reshape(i1 - i0, oh, ow, o))
+        tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
         epi(out, i0, i1)
 
     count = -(-n * a * a * th * tw * (c + o) * x.itemsize // _SLICE_BYTES)
     workers.run_pieces(piece, workers.even_pieces(n, count + (count > 1 and count % 2)))
     return epi.output(y2)
-
-
-@functools.cache
-def _matrices_as(r: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(A^T, B^T)`` of F(TILE, r) in ``dtype`` (their entries are exact in binary)."""
-    at, _, bt = matrices(r)
-    return at.astype(dtype), bt.astype(dtype)
 
 
 # The transforms loop over long contiguous runs, a row of tiles at a time: numba's
@@ -192,67 +179,6 @@ def _phase(x, m, top, left, out):  # pragma: no cover (compiled)
                         out[n, row, s, k, ch] = x[n, yy, xx, ch] if inside else 0
 
 
-@kernel
-def _tiles_in(phased, bt, th, tw, v):  # pragma: no cover (compiled)
-    """v[k1*a + k2, tiles, :] = (B^T d B)[k1, k2] for each tile d of the input phased by
-    :func:`_phase` (n, rows, m, q, C), a row of tiles at a time."""
-    a, m, q, c = bt.shape[0], phased.shape[2], phased.shape[3], phased.shape[4]
-    size, run = m * q * c, tw * c
-    e = np.empty((a, size), phased.dtype)
-    rows = np.arange(a) * size
-    cols = np.empty(a, np.int64)  # column j of every tile: phase j % m, from tile j // m
-    for j in range(a):
-        cols[j] = (j % m) * q * c + (j // m) * c
-    for n in range(phased.shape[0]):
-        for ty in range(th):
-            flat = phased[n, ty * m : ty * m + a].reshape(a * size)
-            _matrix_rows(bt, flat, rows, 0, e, 0, size)  # along the rows
-            t0 = (n * th + ty) * run
-            for k1 in range(a):  # along the columns, every tile of the row at once
-                _matrix_rows(bt, e[k1], cols, 0, v[k1 * a :], t0, run)
-
-
-@kernel
-def _tiles_out(prod, at, th, tw, y):  # pragma: no cover (compiled)
-    """y (n, OH, OW, O) = (A^T M A) of each tile's products M in ``prod`` (a*a,
-    tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
-    m, a = at.shape
-    o = y.shape[3]
-    run = tw * o
-    f = np.empty((a, m * run), prod.dtype)
-    z = np.empty((m, m * run), prod.dtype)
-    rows, frows = np.arange(a) * prod.shape[1], np.arange(a) * (m * run)
-    for n in range(y.shape[0]):
-        for ty in range(th):
-            t0 = (n * th + ty) * run
-            for k1 in range(a):  # along the columns
-                src = prod[k1 * a : (k1 + 1) * a].reshape(a * prod.shape[1])
-                _matrix_rows(at, src, rows, t0, f[k1].reshape(m, run), 0, run)
-            _matrix_rows(at, f.reshape(a * m * run), frows, 0, z, 0, m * run)  # along the rows
-            _scatter(z.reshape(m, m, tw, o), y, n, ty)
-
-
-@helper
-def _matrix_rows(mat, src, offsets, first, out, start, size):  # pragma: no cover (compiled)
-    """out[k, start + u] = sum over j of mat[k, j] * src[first + offsets[j] + u], u < size
-    (k < mat's rows; one pass over memory per nonzero of mat)."""
-    for k in range(mat.shape[0]):
-        dst = out[k, start : start + size]
-        begun = False
-        for j in range(mat.shape[1]):
-            b = mat[k, j]
-            if b == 0:
-                continue
-            col = src[first + offsets[j] : first + offsets[j] + size]
-            if begun:
-                for u in range(size):
-                    dst[u] += b * col[u]
-            else:
-                for u in range(size):
-                    dst[u] = b * col[u]
-            begun = True
-
-
 @helper
 def _scatter(z, y, n, ty):  # pragma: no cover (compiled)
     """Output pixel (ty*m + i, tx*m + j) of sample n of ``y`` from z[i, j, tx] (m, m, tiles
@@ -265,25 +191,28 @@ def _scatter(z, y, n, ty):  # pragma: no cover (compiled)
                     y[n, ty * m + i, tx * m + j, ch] = z[i, j, tx, ch]
 
 
-# F(4x4, 3x3), the common case, written out: one pass makes all six rows of B^T d (or
-# all four of A^T M) from the six sources, sharing subexpressions, instead of one pass
-# per nonzero of the matrix: about 2x faster on ResNet-20's shapes. float32 constants
-# keep the arithmetic in float32 (numba widens an int times a float32 to float64).
+# The transforms written out: one pass over a row of tiles makes all rows of B^T d (or
+# of A^T M) from all the sources, sharing subexpressions (the rows of a pair of points
+# +-p are E + O and E - O), instead of a pass per nonzero of the matrix, which took
+# about twice as long. float32 constants keep the arithmetic in float32 (numba widens
+# an int times a float32 to float64). Column j of every tile of a row is the run
+# ``e[(j % 4) * q*C + (j // 4) * C:]`` of the row's phased values.
 @kernel
 def _tiles_in_f43(phased, th, tw, v):  # pragma: no cover (compiled)
-    """:func:`_tiles_in` of F(4x4, 3x3) on float32 (B^T: :func:`_rows_bt`)."""
+    """v[k1*6 + k2, tiles, :] = (B^T d B)[k1, k2] of F(4x4, 3x3) for each tile d of the
+    input phased by :func:`_phase` (n, rows, 4, q, C), a row of tiles at a time."""
     q, c = phased.shape[3], phased.shape[4]
     size, run, p = 4 * q * c, tw * c, q * c
     e = np.empty((6, size), phased.dtype)
     for n in range(phased.shape[0]):
         for ty in range(th):
             d = phased[n, ty * 4 : ty * 4 + 6].reshape(6, size)
-            _rows_bt(d[0], d[1], d[2], d[3], d[4], d[5], e[0], e[1], e[2], e[3], e[4], e[5])
+            _rows_bt6(d[0], d[1], d[2], d[3], d[4], d[5], e[0], e[1], e[2], e[3], e[4], e[5])
             t0 = (n * th + ty) * run
             t1 = t0 + run
-            for k in range(0, 36, 6):  # column j of every tile: phase j % 4, from tile j // 4
+            for k in range(0, 36, 6):
                 s = e[k // 6]
-                _rows_bt(
+                _rows_bt6(
                     s[:run], s[p : p + run], s[2 * p : 2 * p + run], s[3 * p : 3 * p + run],
                     s[c : c + run], s[p + c : p + c + run],
                     v[k, t0:t1], v[k + 1, t0:t1], v[k + 2, t0:t1],
@@ -292,8 +221,34 @@ def _tiles_in_f43(phased, th, tw, v):  # pragma: no cover (compiled)
 
 
 @kernel
+def _tiles_in_f45(phased, th, tw, v):  # pragma: no cover (compiled)
+    """:func:`_tiles_in_f43` for F(4x4, 5x5): eight rows and columns per tile."""
+    q, c = phased.shape[3], phased.shape[4]
+    size, run, p = 4 * q * c, tw * c, q * c
+    e = np.empty((8, size), phased.dtype)
+    for n in range(phased.shape[0]):
+        for ty in range(th):
+            d = phased[n, ty * 4 : ty * 4 + 8].reshape(8, size)
+            _rows_bt8(
+                d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]
+            )
+            t0 = (n * th + ty) * run
+            t1 = t0 + run
+            for k in range(0, 64, 8):
+                s = e[k // 8]
+                _rows_bt8(
+                    s[:run], s[p : p + run], s[2 * p : 2 * p + run], s[3 * p : 3 * p + run],
+                    s[c : c + run], s[p + c : p + c + run], s[2 * p + c : 2 * p + c + run],
+                    s[3 * p + c : 3 * p + c + run],
+                    v[k, t0:t1], v[k + 1, t0:t1], v[k + 2, t0:t1], v[k + 3, t0:t1],
+                    v[k + 4, t0:t1], v[k + 5, t0:t1], v[k + 6, t0:t1], v[k + 7, t0:t1],
+                )  # fmt: skip
+
+
+@kernel
 def _tiles_out_f43(prod, th, tw, y):  # pragma: no cover (compiled)
-    """:func:`_tiles_out` of F(4x4, 3x3) on float32 (A^T: :func:`_rows_at`)."""
+    """y (n, OH, OW, O) = (A^T M A) of F(4x4, 3x3) for each tile's products M in
+    ``prod`` (36, tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
     o = y.shape[3]
     run = tw * o
     f = np.empty((6, 4, run), prod.dtype)
@@ -304,36 +259,82 @@ def _tiles_out_f43(prod, th, tw, y):  # pragma: no cover (compiled)
             t1 = t0 + run
             for k in range(0, 36, 6):  # along the columns
                 g = f[k // 6]
-                _rows_at(
+                _rows_at6(
                     prod[k, t0:t1], prod[k + 1, t0:t1], prod[k + 2, t0:t1], prod[k + 3, t0:t1],
                     prod[k + 4, t0:t1], prod[k + 5, t0:t1], g[0], g[1], g[2], g[3],
                 )  # fmt: skip
             g = f.reshape(6, 4 * run)
-            _rows_at(g[0], g[1], g[2], g[3], g[4], g[5], z[0], z[1], z[2], z[3])  # along the rows
+            _rows_at6(g[0], g[1], g[2], g[3], g[4], g[5], z[0], z[1], z[2], z[3])  # along the rows
+            _scatter(z.reshape(4, 4, tw, o), y, n, ty)
+
+
+@kernel
+def _tiles_out_f45(prod, th, tw, y):  # pragma: no cover (compiled)
+    """:func:`_tiles_out_f43` for F(4x4, 5x5): ``prod`` (64, tiles*O)."""
+    o = y.shape[3]
+    run = tw * o
+    f = np.empty((8, 4, run), prod.dtype)
+    z = np.empty((4, 4 * run), prod.dtype)
+    for n in range(y.shape[0]):
+        for ty in range(th):
+            t0 = (n * th + ty) * run
+            t1 = t0 + run
+            for k in range(0, 64, 8):  # along the columns
+                g = f[k // 8]
+                _rows_at8(
+                    prod[k, t0:t1], prod[k + 1, t0:t1], prod[k + 2, t0:t1], prod[k + 3, t0:t1],
+                    prod[k + 4, t0:t1], prod[k + 5, t0:t1], prod[k + 6, t0:t1], prod[k + 7, t0:t1],
+                    g[0], g[1], g[2], g[3],
+                )  # fmt: skip
+            g = f.reshape(8, 4 * run)
+            _rows_at8(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], z[0], z[1], z[2], z[3])  # the rows
             _scatter(z.reshape(4, 4, tw, o), y, n, ty)
 
 
 @helper
-def _rows_bt(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
+def _rows_bt6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
     """o_k = B^T[k] . (d0, ..., d5), elementwise, for F(4x4, 3x3)'s B^T rows
     (4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
     (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)."""
     f2, f4, f5 = np.float32(2), np.float32(4), np.float32(5)
     for u in range(o0.size):
-        t1 = d4[u] - f4 * d2[u]
-        t2 = d3[u] - f4 * d1[u]
-        t3 = d4[u] - d2[u]
-        t4 = f2 * (d3[u] - d1[u])
+        e1 = d4[u] - f4 * d2[u]
+        o1_ = d3[u] - f4 * d1[u]
+        e2 = d4[u] - d2[u]
+        o2_ = f2 * (d3[u] - d1[u])
         o0[u] = f4 * d0[u] - f5 * d2[u] + d4[u]
-        o1[u] = t1 + t2
-        o2[u] = t1 - t2
-        o3[u] = t3 + t4
-        o4[u] = t3 - t4
+        o1[u] = e1 + o1_
+        o2[u] = e1 - o1_
+        o3[u] = e2 + o2_
+        o4[u] = e2 - o2_
         o5[u] = f4 * d1[u] - f5 * d3[u] + d5[u]
 
 
 @helper
-def _rows_at(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compiled)
+def _rows_bt8(d0, d1, d2, d3, d4, d5, d6, d7, o0, o1, o2, o3, o4, o5, o6, o7):  # pragma: no cover (compiled)
+    """o_k = B^T[k] . (d0, ..., d7), elementwise, for F(4x4, 5x5)'s B^T (:func:`matrices`,
+    points 0, +-1, +-2, +-1/2): rows 0 and 7 alone, the others in pairs E + O, E - O."""
+    g, h, f025, f05 = np.float32(5.25), np.float32(4.25), np.float32(0.25), np.float32(0.5)
+    f125, f2, f25, f4, f5 = np.float32(1.25), np.float32(2), np.float32(2.5), np.float32(4), np.float32(5)
+    for u in range(o0.size):
+        e1 = d2[u] + d6[u] - h * d4[u]
+        q1 = d1[u] + d5[u] - h * d3[u]
+        e2 = f025 * d2[u] - f125 * d4[u] + d6[u]
+        q2 = f05 * d1[u] - f25 * d3[u] + f2 * d5[u]
+        e3 = f4 * d2[u] - f5 * d4[u] + d6[u]
+        q3 = f2 * d1[u] - f25 * d3[u] + f05 * d5[u]
+        o0[u] = d6[u] - d0[u] + g * (d2[u] - d4[u])
+        o1[u] = e1 + q1
+        o2[u] = e1 - q1
+        o3[u] = e2 + q2
+        o4[u] = e2 - q2
+        o5[u] = e3 + q3
+        o6[u] = e3 - q3
+        o7[u] = d7[u] - d1[u] + g * (d3[u] - d5[u])
+
+
+@helper
+def _rows_at6(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compiled)
     """o_i = A^T[i] . (s0, ..., s5), elementwise, for F(4x4, 3x3)'s A^T rows
     (1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1)."""
     f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
@@ -346,3 +347,23 @@ def _rows_at(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compi
         o1[u] = b1 + f2 * b2
         o2[u] = a1 + f4 * a2
         o3[u] = b1 + f8 * b2 + s5[u]
+
+
+@helper
+def _rows_at8(s0, s1, s2, s3, s4, s5, s6, s7, o0, o1, o2, o3):  # pragma: no cover (compiled)
+    """o_i = A^T[i] . (s0, ..., s7), elementwise, for F(4x4, 5x5)'s A^T rows
+    (1, 1, 1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1/2, -1/2, 0), (0, 1, 1, 4, 4, 1/4, 1/4, 0),
+    (0, 1, -1, 8, -8, 1/8, -1/8, 1)."""
+    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
+    f05, f025, f0125 = np.float32(0.5), np.float32(0.25), np.float32(0.125)
+    for u in range(o0.size):
+        a1 = s1[u] + s2[u]
+        b1 = s1[u] - s2[u]
+        a2 = s3[u] + s4[u]
+        b2 = s3[u] - s4[u]
+        a3 = s5[u] + s6[u]
+        b3 = s5[u] - s6[u]
+        o0[u] = s0[u] + a1 + a2 + a3
+        o1[u] = b1 + f2 * b2 + f05 * b3
+        o2[u] = a1 + f4 * a2 + f025 * a3
+        o3[u] = b1 + f8 * b2 + f0125 * b3 + s7[u]

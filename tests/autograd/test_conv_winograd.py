@@ -154,23 +154,35 @@ def test_inputs_it_does_not_fit():
     assert not wg.fits(op, np.zeros((1, 4, 8, 8), np.float32), U)  # other channels
 
 
-def test_written_out_f43_transforms_match_the_matrix_ones():
-    """The F(4x4, 3x3) kernels (formulas with shared subexpressions) against the
-    generic ones (a pass per nonzero of B^T and A^T), on a tile grid that overhangs."""
-    rng = np.random.default_rng(4)
-    n, h, w, c, o = 2, 9, 11, 8, 16
-    th, tw = -(-h // 4), -(-w // 4)
+@pytest.mark.parametrize("r", [3, 5])
+def test_written_out_transforms_apply_the_matrices(r):
+    """The compiled transforms (formulas with shared subexpressions) against B^T d B and
+    A^T M A with :func:`matrices`, in float64, on a tile grid that overhangs the output."""
+    rng = np.random.default_rng(r)
+    at, _, bt = wg.matrices(r)
+    a = bt.shape[0]
+    n, h, w, c, o, pad = 2, 9, 11, 8, 16, (r - 1) // 2
+    oh, ow = h + 2 * pad - r + 1, w + 2 * pad - r + 1
+    th, tw = -(-oh // 4), -(-ow // 4)
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
-    phased = np.empty((n, th * 4 + 2, 4, tw + 1, c), np.float32)
-    wg._phase(x, 4, 1, 1, phased)
-    at, bt = wg._matrices_as(3, np.dtype(np.float32))
-    v_generic, v_f43 = (np.empty((36, n * th * tw * c), np.float32) for _ in range(2))
-    wg._tiles_in(phased, bt, th, tw, v_generic)
-    wg._tiles_in_f43(phased, th, tw, v_f43)
-    np.testing.assert_allclose(v_f43, v_generic, rtol=1e-5, atol=1e-5 * np.abs(v_generic).max())
-    prod = rng.standard_normal((36, n * th * tw * o)).astype(np.float32)
-    y_generic, y_f43 = (np.full((n, h, w, o), np.nan, np.float32) for _ in range(2))
-    wg._tiles_out(prod, at, th, tw, y_generic)
-    wg._tiles_out_f43(prod, th, tw, y_f43)
-    assert not np.isnan(y_f43).any()  # every pixel written, none beyond the crop
-    np.testing.assert_allclose(y_f43, y_generic, rtol=1e-5, atol=1e-5 * np.abs(y_generic).max())
+    phased = np.empty((n, th * 4 + a - 4, 4, tw + 1, c), np.float32)
+    wg._phase(x, 4, pad, pad, phased)
+    padded = phased.transpose(0, 1, 3, 2, 4).reshape(n, th * 4 + a - 4, -1, c)  # column k*4 + s
+    np.testing.assert_array_equal(padded[:, pad : pad + h, pad : pad + w], x)
+    border = np.ones(padded.shape[:3], bool)
+    border[:, pad : pad + h, pad : pad + w] = False
+    assert not padded[border].any()  # zeros around the input
+    tiles = np.stack(
+        [[padded[:, 4 * ty : 4 * ty + a, 4 * tx : 4 * tx + a] for tx in range(tw)] for ty in range(th)]
+    )  # (th, tw, n, a, a, c)
+    want_v = np.einsum("ki,lj,yxnijc->klnyxc", bt, bt, tiles.astype(np.float64)).reshape(a * a, -1)
+    v = np.empty((a * a, n * th * tw * c), np.float32)
+    (wg._tiles_in_f43 if r == 3 else wg._tiles_in_f45)(phased, th, tw, v)
+    np.testing.assert_allclose(v, want_v, rtol=1e-5, atol=1e-5 * np.abs(want_v).max())
+    prod = rng.standard_normal((a * a, n * th * tw * o)).astype(np.float32)
+    blocks = np.einsum("ik,jl,klnyxc->nyixjc", at, at, prod.reshape(a, a, n, th, tw, o).astype(np.float64))
+    want_y = blocks.reshape(n, th * 4, tw * 4, o)[:, :oh, :ow]
+    y = np.full((n, oh, ow, o), np.nan, np.float32)
+    (wg._tiles_out_f43 if r == 3 else wg._tiles_out_f45)(prod, th, tw, y)
+    assert not np.isnan(y).any()  # every pixel written, none beyond the crop
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5 * np.abs(want_y).max())
