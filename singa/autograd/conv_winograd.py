@@ -11,16 +11,19 @@ a x a tile of the input (a = 4 + r - 1, tiles overlapping by r - 1) in three ste
 
 That takes a*a multiply-adds per 16 outputs and channel pair against 16*r*r for the
 column product of :mod:`singa.autograd.conv`: 2.25x fewer for 3 x 3 filters, 6.25x
-for 5 x 5. The transforms are small products too (with B^T and A^T, a x a and 4 x a),
-so every step runs as a numpy product on one BLAS thread per batch slice, the slices
-on :mod:`singa.autograd.workers`. The matrices come from the Cook-Toom construction on
-the points 0, +-1, +-2 (and +-1/2 for 5 x 5), which are exact in binary.
+for 5 x 5. The products go through numpy's BLAS; the transforms are compiled passes,
+written out for each filter size, over whole rows of tiles (the kernels below say why);
+a batch slice at a time, the slices on :mod:`singa.autograd.workers`, each then
+finished by the convolution's :class:`~singa.autograd.conv_epilogue.Epilogue`. The
+matrices come from the Cook-Toom construction on the points 0, +-1, +-2 (and +-1/2 for
+5 x 5), which are exact in binary; :func:`matrices` builds them, and the tests check the
+written-out transforms against them.
 
 The roundings differ from the column product's: the results match a float64
 convolution to a few float32 ulps of the output's scale (measured: relative error
-2-5e-6 of the largest output, against 4-6e-7 for the column product). So only the
+2-3e-6 of the largest output, against 3-4e-7 for the column product). So only the
 inference graphs that fold weights use it (``fold_batchnorm``: :mod:`singa.model.inference`),
-never training or exact evaluation.
+never training or exact evaluation. float32 only.
 """
 
 from __future__ import annotations
