@@ -37,8 +37,9 @@ _registered: list = []
 
 def helper(fn: Callable) -> Callable:
     """Mark ``fn`` as a function that kernels call: it is compiled into each kernel
-    that calls it (registered with numba before the first kernel compiles), and stays
-    a plain Python function otherwise."""
+    that calls it (registered with numba before the next kernel compiles), and stays
+    a plain Python function otherwise. numba's disk cache checks only the calling
+    kernel's own file, so keep a helper in the file of the kernels that call it."""
     _helpers.append(fn)
     return fn
 
