@@ -135,7 +135,6 @@ def forward(
     oh, ow = conv.output_shape(x.shape, (o, c, r, r))[2:]
     th, tw = -(-oh // TILE), -(-ow // TILE)
     a = TILE + r - 1
-    tiles_in, tiles_out = (_tiles_in_f43, _tiles_out_f43) if r == 3 else (_tiles_in_f45, _tiles_out_f45)
     y2 = scratch(np, (n * oh * ow, o), x.dtype)
     epi = Epilogue(
         np, (n, oh, ow, o), x.dtype, bias=b, relu=relu, residual=residual, pool=pool, affine=affine
@@ -150,11 +149,11 @@ def forward(
         phased = scratch(np, (i1 - i0, rows, TILE, q, c), x.dtype)
         _phase(np.ascontiguousarray(xh[i0:i1]), TILE, top, left, phased)
         v = scratch(np, (a * a, tiles, c), x.dtype)
-        tiles_in(phased, th, tw, v.reshape(a * a, -1))
+        _tiles_in(phased, th, tw, v.reshape(a * a, -1))
         prod = scratch(np, (a * a, tiles, o), x.dtype)
         np.matmul(v, U, out=prod)
         out = y2[i0 * oh * ow : i1 * oh * ow]
-        tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
+        _tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
         epi(out, i0, i1)
 
     count = -(-n * a * a * th * tw * (c + o) * x.itemsize // _SLICE_BYTES)
@@ -198,100 +197,88 @@ def _scatter(z, y, n, ty):  # pragma: no cover (compiled)
 # of A^T M) from all the sources, sharing subexpressions (the rows of a pair of points
 # +-p are E + O and E - O), instead of a pass per nonzero of the matrix, which took
 # about twice as long. float32 constants keep the arithmetic in float32 (numba widens
-# an int times a float32 to float64). Column j of every tile of a row is the run
-# ``e[(j % 4) * q*C + (j // 4) * C:]`` of the row's phased values.
+# an int times a float32 to float64). a = 6 for 3x3 filters, 8 for 5x5.
 @kernel
-def _tiles_in_f43(phased, th, tw, v):  # pragma: no cover (compiled)
-    """v[k1*6 + k2, tiles, :] = (B^T d B)[k1, k2] of F(4x4, 3x3) for each tile d of the
-    input phased by :func:`_phase` (n, rows, 4, q, C), a row of tiles at a time."""
+def _tiles_in(phased, th, tw, v):  # pragma: no cover (compiled)
+    """v[k1*a + k2, tiles, :] = (B^T d B)[k1, k2] for each tile d of the input phased by
+    :func:`_phase` (n, rows, 4, q, C), a row of tiles at a time (``v``: a*a rows)."""
+    a = 6 if v.shape[0] == 36 else 8
     q, c = phased.shape[3], phased.shape[4]
-    size, run, p = 4 * q * c, tw * c, q * c
-    e = np.empty((6, size), phased.dtype)
+    size, run = 4 * q * c, tw * c
+    flat = phased.reshape(phased.size)
+    e = np.empty((a, size), phased.dtype)
+    ef = e.reshape(a * size)
     for n in range(phased.shape[0]):
         for ty in range(th):
-            d = phased[n, ty * 4 : ty * 4 + 6].reshape(6, size)
-            _rows_bt6(d[0], d[1], d[2], d[3], d[4], d[5], e[0], e[1], e[2], e[3], e[4], e[5])
+            # along the rows: source j is the tile row's padded row j
+            _bt(a, flat, (n * phased.shape[1] + ty * 4) * size, size, 4 * size, size, e, 0, 0)
             t0 = (n * th + ty) * run
-            t1 = t0 + run
-            for k in range(0, 36, 6):
-                s = e[k // 6]
-                _rows_bt6(
-                    s[:run], s[p : p + run], s[2 * p : 2 * p + run], s[3 * p : 3 * p + run],
-                    s[c : c + run], s[p + c : p + c + run],
-                    v[k, t0:t1], v[k + 1, t0:t1], v[k + 2, t0:t1],
-                    v[k + 3, t0:t1], v[k + 4, t0:t1], v[k + 5, t0:t1],
-                )  # fmt: skip
+            for k1 in range(a):  # along the columns: column j of every tile of the row
+                _bt(a, ef, k1 * size, q * c, c, run, v, k1 * a, t0)
 
 
 @kernel
-def _tiles_in_f45(phased, th, tw, v):  # pragma: no cover (compiled)
-    """:func:`_tiles_in_f43` for F(4x4, 5x5): eight rows and columns per tile."""
-    q, c = phased.shape[3], phased.shape[4]
-    size, run, p = 4 * q * c, tw * c, q * c
-    e = np.empty((8, size), phased.dtype)
-    for n in range(phased.shape[0]):
-        for ty in range(th):
-            d = phased[n, ty * 4 : ty * 4 + 8].reshape(8, size)
-            _rows_bt8(
-                d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]
-            )
-            t0 = (n * th + ty) * run
-            t1 = t0 + run
-            for k in range(0, 64, 8):
-                s = e[k // 8]
-                _rows_bt8(
-                    s[:run], s[p : p + run], s[2 * p : 2 * p + run], s[3 * p : 3 * p + run],
-                    s[c : c + run], s[p + c : p + c + run], s[2 * p + c : 2 * p + c + run],
-                    s[3 * p + c : 3 * p + c + run],
-                    v[k, t0:t1], v[k + 1, t0:t1], v[k + 2, t0:t1], v[k + 3, t0:t1],
-                    v[k + 4, t0:t1], v[k + 5, t0:t1], v[k + 6, t0:t1], v[k + 7, t0:t1],
-                )  # fmt: skip
-
-
-@kernel
-def _tiles_out_f43(prod, th, tw, y):  # pragma: no cover (compiled)
-    """y (n, OH, OW, O) = (A^T M A) of F(4x4, 3x3) for each tile's products M in
-    ``prod`` (36, tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
-    o = y.shape[3]
+def _tiles_out(prod, th, tw, y):  # pragma: no cover (compiled)
+    """y (n, OH, OW, O) = (A^T M A) for each tile's products M in ``prod`` (a*a rows,
+    tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
+    a = 6 if prod.shape[0] == 36 else 8
+    o, width = y.shape[3], prod.shape[1]
     run = tw * o
-    f = np.empty((6, 4, run), prod.dtype)
+    flat = prod.reshape(prod.size)
+    f = np.empty((a * 4, run), prod.dtype)
     z = np.empty((4, 4 * run), prod.dtype)
     for n in range(y.shape[0]):
         for ty in range(th):
             t0 = (n * th + ty) * run
-            t1 = t0 + run
-            for k in range(0, 36, 6):  # along the columns
-                g = f[k // 6]
-                _rows_at6(
-                    prod[k, t0:t1], prod[k + 1, t0:t1], prod[k + 2, t0:t1], prod[k + 3, t0:t1],
-                    prod[k + 4, t0:t1], prod[k + 5, t0:t1], g[0], g[1], g[2], g[3],
-                )  # fmt: skip
-            g = f.reshape(6, 4 * run)
-            _rows_at6(g[0], g[1], g[2], g[3], g[4], g[5], z[0], z[1], z[2], z[3])  # along the rows
+            for k1 in range(a):  # along the columns: f[k1*4 + i] from prod[k1*a + k2]
+                _at(a, flat, k1 * a * width + t0, width, run, f, k1 * 4, 0)
+            _at(a, f.reshape(a * 4 * run), 0, 4 * run, 4 * run, z, 0, 0)  # along the rows
             _scatter(z.reshape(4, 4, tw, o), y, n, ty)
 
 
-@kernel
-def _tiles_out_f45(prod, th, tw, y):  # pragma: no cover (compiled)
-    """:func:`_tiles_out_f43` for F(4x4, 5x5): ``prod`` (64, tiles*O)."""
-    o = y.shape[3]
-    run = tw * o
-    f = np.empty((8, 4, run), prod.dtype)
-    z = np.empty((4, 4 * run), prod.dtype)
-    for n in range(y.shape[0]):
-        for ty in range(th):
-            t0 = (n * th + ty) * run
-            t1 = t0 + run
-            for k in range(0, 64, 8):  # along the columns
-                g = f[k // 8]
-                _rows_at8(
-                    prod[k, t0:t1], prod[k + 1, t0:t1], prod[k + 2, t0:t1], prod[k + 3, t0:t1],
-                    prod[k + 4, t0:t1], prod[k + 5, t0:t1], prod[k + 6, t0:t1], prod[k + 7, t0:t1],
-                    g[0], g[1], g[2], g[3],
-                )  # fmt: skip
-            g = f.reshape(8, 4 * run)
-            _rows_at8(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], z[0], z[1], z[2], z[3])  # the rows
-            _scatter(z.reshape(4, 4, tw, o), y, n, ty)
+@helper
+def _bt(a, src, base, step, shift, size, out, row, start):  # pragma: no cover (compiled)
+    """out[row + k, start:start + size] = B^T[k] . (the a sources), k < a, source j being
+    ``src[base + (j % 4) * step + (j // 4) * shift:][:size]``."""
+    s0, s1, s2, s3 = base, base + step, base + 2 * step, base + 3 * step
+    e, t = start + size, base + shift
+    if a == 6:
+        _rows_bt6(
+            src[s0 : s0 + size], src[s1 : s1 + size], src[s2 : s2 + size], src[s3 : s3 + size],
+            src[t : t + size], src[t + step : t + step + size],
+            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e],
+            out[row + 3, start:e], out[row + 4, start:e], out[row + 5, start:e],
+        )  # fmt: skip
+    else:
+        _rows_bt8(
+            src[s0 : s0 + size], src[s1 : s1 + size], src[s2 : s2 + size], src[s3 : s3 + size],
+            src[t : t + size], src[t + step : t + step + size], src[t + 2 * step : t + 2 * step + size],
+            src[t + 3 * step : t + 3 * step + size],
+            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+            out[row + 4, start:e], out[row + 5, start:e], out[row + 6, start:e], out[row + 7, start:e],
+        )  # fmt: skip
+
+
+@helper
+def _at(a, src, base, step, size, out, row, start):  # pragma: no cover (compiled)
+    """out[row + i, start:start + size] = A^T[i] . (the a sources), i < 4, source j being
+    ``src[base + j * step:][:size]``."""
+    e = start + size
+    if a == 6:
+        _rows_at6(
+            src[base : base + size], src[base + step : base + step + size],
+            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
+            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
+            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+        )  # fmt: skip
+    else:
+        _rows_at8(
+            src[base : base + size], src[base + step : base + step + size],
+            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
+            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
+            src[base + 6 * step : base + 6 * step + size], src[base + 7 * step : base + 7 * step + size],
+            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+        )  # fmt: skip
 
 
 @helper

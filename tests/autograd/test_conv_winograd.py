@@ -177,12 +177,12 @@ def test_written_out_transforms_apply_the_matrices(r):
     )  # (th, tw, n, a, a, c)
     want_v = np.einsum("ki,lj,yxnijc->klnyxc", bt, bt, tiles.astype(np.float64)).reshape(a * a, -1)
     v = np.empty((a * a, n * th * tw * c), np.float32)
-    (wg._tiles_in_f43 if r == 3 else wg._tiles_in_f45)(phased, th, tw, v)
+    wg._tiles_in(phased, th, tw, v)
     np.testing.assert_allclose(v, want_v, rtol=1e-5, atol=1e-5 * np.abs(want_v).max())
     prod = rng.standard_normal((a * a, n * th * tw * o)).astype(np.float32)
     blocks = np.einsum("ik,jl,klnyxc->nyixjc", at, at, prod.reshape(a, a, n, th, tw, o).astype(np.float64))
     want_y = blocks.reshape(n, th * 4, tw * 4, o)[:, :oh, :ow]
     y = np.full((n, oh, ow, o), np.nan, np.float32)
-    (wg._tiles_out_f43 if r == 3 else wg._tiles_out_f45)(prod, th, tw, y)
+    wg._tiles_out(prod, th, tw, y)
     assert not np.isnan(y).any()  # every pixel written, none beyond the crop
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5 * np.abs(want_y).max())
