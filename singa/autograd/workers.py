@@ -17,6 +17,15 @@ The worker count is ``SINGA_NUM_THREADS`` when set, else the thread count of num
 BLAS when threadpoolctl can read it (``OMP_NUM_THREADS=1`` gives one worker), else the
 cores this process may run on. With one worker, or one piece, the pieces run inline
 in the calling thread.
+
+Placement: when the workers use every CPU this process may run on (the default), each
+pool thread is pinned to a CPU of its own and the calling thread keeps off those CPUs
+while it takes pieces beside them (its own CPU mask is put back after). Left to
+itself, Linux put a pool thread woken after an idle spell on the waking thread's CPU
+and took 40-50 ms to move one of them: on a 2-vCPU VM, a batch-64 CNN inference ran its
+first 5-7 calls after a 0.3 s pause on one core (wall time = CPU time, 3-9 involuntary
+context switches a call; ``bench/README.md``, ninth round). With fewer workers than
+CPUs (several processes sharing a machine) nothing is pinned.
 """
 
 from __future__ import annotations
@@ -48,10 +57,12 @@ __all__ = [
 _THREAD_PREFIX = "singa-worker"
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
+_caller_cpus: list = []  # [frozenset]: the CPUs left to the calling thread, when the pool is pinned
 
 
 def _forget_pool() -> None:
     _pool.clear()  # a forked child has none of the parent's threads
+    _caller_cpus.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -88,6 +99,7 @@ def set_worker_count(n: int | None) -> None:
         raise ValueError(f"set_worker_count: n must be a positive integer or None, got {n!r}")
     if _pool:
         _pool.pop().shutdown(wait=True)
+    _caller_cpus.clear()
     _count.clear()
     if n is not None:
         _count.append(min(n, _cores()))
@@ -122,6 +134,63 @@ def blas_for_workers() -> Iterator[None]:
         yield
 
 
+def _placement(workers: int) -> tuple[list[int], frozenset[int]] | None:
+    """``(pool CPUs, caller CPUs)``: the CPUs the ``workers - 1`` pool threads are
+    pinned to, one each (the last of this process's), and those left to the calling
+    thread; None when nothing is pinned (fewer workers than CPUs, or no
+    ``sched_setaffinity`` on this platform)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if workers < 2 or len(cpus) != workers:
+        return None
+    return cpus[1:], frozenset(cpus[:1])
+
+
+def _pin_to_next(cpus: Iterator[int]) -> None:
+    """Pin the calling pool thread to the next of ``cpus`` (left unpinned if the
+    system refuses)."""
+    cpu = next(cpus, None)
+    if cpu is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
+
+
+def _new_pool(workers: int) -> ThreadPoolExecutor:
+    """The pool of ``workers - 1`` threads, pinned as :func:`_placement` says."""
+    placement = _placement(workers)
+    _caller_cpus.clear()
+    if placement is None:
+        return ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix=_THREAD_PREFIX)
+    _caller_cpus.append(placement[1])
+    return ThreadPoolExecutor(
+        max_workers=workers - 1,
+        thread_name_prefix=_THREAD_PREFIX,
+        initializer=_pin_to_next,
+        initargs=(iter(placement[0]),),
+    )
+
+
+@contextlib.contextmanager
+def _off_pool_cpus() -> Iterator[None]:
+    """Keep the calling thread on the CPUs left to it by a pinned pool for the block,
+    then give it back its own CPU mask (unchanged when that mask has none of them)."""
+    mask = os.sched_getaffinity(0) if _caller_cpus else None
+    keep = mask & _caller_cpus[0] if mask is not None else None
+    if not keep or keep == mask:
+        yield
+        return
+    try:
+        os.sched_setaffinity(0, keep)
+    except OSError:
+        mask = None  # refused: run where the thread is
+    try:
+        yield
+    finally:
+        if mask is not None:
+            os.sched_setaffinity(0, mask)
+
+
 def _take_pieces(fn: Callable[..., Any], pieces: Sequence[Any], results: list, ticket: Any) -> None:
     """Run the pieces whose numbers ``ticket`` hands out until none is left, keeping
     ``(True, result)`` or ``(False, exception)`` at each piece's place."""
@@ -146,10 +215,10 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
     if xp is not np or workers < 2 or len(pieces) < 2 or nested:  # on its own pool would deadlock
         return [fn(*p) for p in pieces]
     if not _pool:
-        _pool.append(ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix=_THREAD_PREFIX))
+        _pool.append(_new_pool(workers))
     results: list = [None] * len(pieces)
     ticket = itertools.count()  # next() on it is atomic under the GIL
-    with blas_threads.limit(1):
+    with blas_threads.limit(1), _off_pool_cpus():
         helpers = [
             _pool[0].submit(_take_pieces, fn, pieces, results, ticket)
             for _ in range(min(workers, len(pieces)) - 1)

@@ -1,5 +1,6 @@
 """singa.autograd.workers: pieces, their order, errors and the worker count."""
 
+import os
 import threading
 
 import numpy as np
@@ -245,3 +246,67 @@ def test_set_worker_count_changes_the_threads_and_none_reads_the_setting_again(m
         assert workers.worker_count() == 2  # a refused value changes nothing
     finally:
         workers.set_worker_count(None)
+
+
+def _needs_two_cpus_and_affinity():
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs sched_setaffinity and two CPUs")
+
+
+def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch):
+    _needs_two_cpus_and_affinity()
+    cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setenv("SINGA_NUM_THREADS", str(len(cpus)))
+    workers.set_worker_count(None)  # a fresh pool, one thread per CPU but the caller's
+    here = threading.current_thread().name
+    meet = threading.Barrier(2, timeout=30)  # each thread takes one piece
+
+    def piece(i):
+        meet.wait()
+        return threading.current_thread().name, os.sched_getaffinity(0)
+
+    try:
+        before = os.sched_getaffinity(0)
+        seen = dict(workers.run_pieces(piece, [(0,), (1,)]))
+        after = os.sched_getaffinity(0)
+    finally:
+        workers.set_worker_count(None)
+    assert seen.pop(here) == {cpus[0]}
+    ((name, pool_cpus),) = seen.items()
+    assert name.startswith("singa-worker") and len(pool_cpus) == 1 and pool_cpus <= set(cpus[1:])
+    assert after == before  # the caller's own mask is put back
+
+
+def test_threads_are_pinned_only_when_the_workers_use_every_cpu(monkeypatch):
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity")
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {4, 5, 6})
+    assert workers._placement(3) == ([5, 6], frozenset({4}))
+    assert workers._placement(2) is None  # the other CPU is left to other processes
+    assert workers._placement(1) is None
+
+
+def test_a_caller_mask_without_the_callers_cpus_is_left_alone(monkeypatch):
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity")
+    calls = []
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: calls.append(cpus))
+    monkeypatch.setattr(workers, "_caller_cpus", [frozenset({10**6})])
+    with workers._off_pool_cpus():
+        pass
+    assert calls == []
+
+
+def test_a_refused_pin_leaves_the_caller_where_it_is(monkeypatch):
+    _needs_two_cpus_and_affinity()
+    cpus = sorted(os.sched_getaffinity(0))
+
+    def refuse(pid, mask):
+        raise OSError("not allowed here")
+
+    monkeypatch.setattr(workers.os, "sched_setaffinity", refuse)
+    monkeypatch.setattr(workers, "_caller_cpus", [frozenset(cpus[:1])])
+    with workers._off_pool_cpus():
+        inside = os.sched_getaffinity(0)
+    assert inside == set(cpus)
+    workers._pin_to_next(iter([cpus[0]]))  # a pool thread stays unpinned: no error
