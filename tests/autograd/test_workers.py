@@ -310,3 +310,22 @@ def test_a_refused_pin_leaves_the_caller_where_it_is(monkeypatch):
         inside = os.sched_getaffinity(0)
     assert inside == set(cpus)
     workers._pin_to_next(iter([cpus[0]]))  # a pool thread stays unpinned: no error
+
+
+def test_run_pieces_does_not_wait_for_a_pool_thread_busy_elsewhere(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    workers.run_pieces(lambda i: None, [(0,), (1,)])  # the pool exists
+    release, finished = threading.Event(), []
+
+    def blocker():
+        release.wait(timeout=60)
+        finished.append(True)
+
+    busy = workers._pool[0].submit(blocker)  # the one pool thread is taken
+    try:
+        names = workers.run_pieces(lambda i: threading.current_thread().name, [(0,), (1,), (2,)])
+        assert names == [threading.current_thread().name] * 3  # the caller took every piece
+        assert finished == []  # and came back while the pool thread was still busy
+    finally:
+        release.set()
+        busy.result()
