@@ -256,6 +256,7 @@ def _needs_two_cpus_and_affinity():
 def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch):
     _needs_two_cpus_and_affinity()
     cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(workers, "_count", [])
     monkeypatch.setenv("SINGA_NUM_THREADS", str(len(cpus)))
     workers.set_worker_count(None)  # a fresh pool, one thread per CPU but the caller's
     here = threading.current_thread().name
@@ -270,7 +271,8 @@ def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch
         seen = dict(workers.run_pieces(piece, [(0,), (1,)]))
         after = os.sched_getaffinity(0)
     finally:
-        workers.set_worker_count(None)
+        monkeypatch.undo()
+        workers.set_worker_count(None)  # the pool and count of the real settings
     assert seen.pop(here) == {cpus[0]}
     ((name, pool_cpus),) = seen.items()
     assert name.startswith("singa-worker") and len(pool_cpus) == 1 and pool_cpus <= set(cpus[1:])
