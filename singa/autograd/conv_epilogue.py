@@ -73,11 +73,18 @@ class Epilogue:
         """Apply the steps to ``out``, the rows (in place) of samples ``i0:i1``."""
         rows = self.shape[1] * self.shape[2]
         res = None if self.res is None else self.res[i0 * rows : i1 * rows]
-        im.finish_rows(self.xp, out, self.bias, self.affine, res, self.relu)
+        # ReLU and max-pool commute, bits included (NaN stays NaN either way; whatever
+        # is <= 0 becomes +0 either way), so ReLU goes on the pooled slice: a pass over
+        # a quarter of the values for a 2x2 pool, none at all over the product's
+        relu_after_pool = self.relu and self.pool is not None
+        im.finish_rows(self.xp, out, self.bias, self.affine, res, self.relu and not relu_after_pool)
         if self.pool is not None:
             kh, kw, sh, sw = self.pool
             src = out.reshape(i1 - i0, *self.shape[1:])
-            im.max_of_windows(self.xp, src, kh, kw, sh, sw, self.pooled[i0:i1])
+            pooled = self.pooled[i0:i1]
+            im.max_of_windows(self.xp, src, kh, kw, sh, sw, pooled)
+            if relu_after_pool:
+                im.finish_rows(self.xp, pooled.reshape(-1, self.shape[3]), relu=True)
 
     def output(self, y2: Any) -> Any:
         """The result, NCHW with NHWC memory: the pooled output, or ``y2`` (the rows)."""
