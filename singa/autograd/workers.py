@@ -25,7 +25,8 @@ itself, Linux put a pool thread woken after an idle spell on the waking thread's
 and took 40-50 ms to move one of them: on a 2-vCPU VM, a batch-64 CNN inference ran its
 first 5-7 calls after a 0.3 s pause on one core (wall time = CPU time, 3-9 involuntary
 context switches a call; ``bench/README.md``, ninth round). With fewer workers than
-CPUs (several processes sharing a machine) nothing is pinned.
+CPUs (several processes sharing a machine), or without threadpoolctl to hold numpy's
+BLAS to one thread per piece, nothing is pinned.
 """
 
 from __future__ import annotations
@@ -137,9 +138,12 @@ def blas_for_workers() -> Iterator[None]:
 def _placement(workers: int) -> tuple[list[int], frozenset[int]] | None:
     """``(pool CPUs, caller CPUs)``: the CPUs the ``workers - 1`` pool threads are
     pinned to, one each (the last of this process's), and those left to the calling
-    thread; None when nothing is pinned (fewer workers than CPUs, or no
-    ``sched_setaffinity`` on this platform)."""
-    if not hasattr(os, "sched_setaffinity"):
+    thread; None when nothing is pinned: fewer workers than CPUs, no
+    ``sched_setaffinity`` on this platform, or a BLAS that cannot be held to one thread
+    (no threadpoolctl). Then OpenBLAS's own threads share the CPUs with the pieces, and
+    pinned threads could not get out of their way: ``singa-train``'s default run took
+    140 s pinned against 26 s unpinned without threadpoolctl."""
+    if not hasattr(os, "sched_setaffinity") or blas_threads.controller() is None:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     if workers < 2 or len(cpus) != workers:

@@ -254,7 +254,11 @@ def _needs_two_cpus_and_affinity():
 
 
 def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch):
+    from singa.autograd import blas_threads
+
     _needs_two_cpus_and_affinity()
+    if blas_threads.controller() is None:
+        pytest.skip("needs a BLAS that threadpoolctl controls")
     cpus = sorted(os.sched_getaffinity(0))
     monkeypatch.setattr(workers, "_count", [])
     monkeypatch.setenv("SINGA_NUM_THREADS", str(len(cpus)))
@@ -279,13 +283,18 @@ def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch
     assert after == before  # the caller's own mask is put back
 
 
-def test_threads_are_pinned_only_when_the_workers_use_every_cpu(monkeypatch):
+def test_threads_are_pinned_only_when_the_workers_use_every_cpu_and_blas_is_held(monkeypatch):
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("needs sched_setaffinity")
+    from singa.autograd import blas_threads
+
     monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {4, 5, 6})
+    monkeypatch.setattr(blas_threads, "controller", lambda: object())
     assert workers._placement(3) == ([5, 6], frozenset({4}))
     assert workers._placement(2) is None  # the other CPU is left to other processes
     assert workers._placement(1) is None
+    monkeypatch.setattr(blas_threads, "controller", lambda: None)
+    assert workers._placement(3) is None  # BLAS's own threads would share the CPUs
 
 
 def test_a_caller_mask_without_the_callers_cpus_is_left_alone(monkeypatch):
