@@ -75,7 +75,7 @@ class Epilogue:
         res = None if self.res is None else self.res[i0 * rows : i1 * rows]
         # ReLU and max-pool commute, bits included (NaN stays NaN either way; whatever
         # is <= 0 becomes +0 either way), so ReLU goes on the pooled slice: a pass over
-        # a quarter of the values for a 2x2 pool, none at all over the product's
+        # a quarter of the values for a 2x2 pool instead of one over the product's
         relu_after_pool = self.relu and self.pool is not None
         im.finish_rows(self.xp, out, self.bias, self.affine, res, self.relu and not relu_after_pool)
         if self.pool is not None:
