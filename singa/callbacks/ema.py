@@ -22,7 +22,8 @@ class EMA(Callback):
 
     Validation (and ``evaluate`` within ``fit``) runs on the averages: they are swapped
     into the model for the pass and swapped back afterwards. :class:`ModelCheckpoint`
-    stores them as aux states ``ema/<parameter name>``. With ``apply_at_end`` (the
+    stores them as aux states ``ema/<parameter name>``. A model that fit builds on its
+    first batch starts its averages at the weights after that batch. With ``apply_at_end`` (the
     default, as Keras's ``use_ema``) the model keeps the averages when training ends.
 
     Args:
@@ -47,9 +48,13 @@ class EMA(Callback):
             self.average = {n: p.data.copy() for n, p in params.items()}
 
     def on_train_batch_end(self, step: int, logs: dict | None = None) -> None:
-        """Move the averages towards the new weights."""
+        """Move the averages towards the new weights (a model built by fit on its first
+        batch starts its averages at the weights after that batch)."""
         d = self.decay
-        for n, p in self.model.get_params().items():
+        params = self.model.get_params()
+        if set(self.average) != set(params):
+            self.average = {n: p.data.copy() for n, p in params.items()}
+        for n, p in params.items():
             a = self.average[n]
             a *= d
             a += (1 - d) * p.data

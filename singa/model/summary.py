@@ -149,7 +149,13 @@ def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[
                 "type": type(layer).__name__,
                 "output_shape": shape,
                 "params": sum(t.size() for t in ts),
-                "trainable": "-" if not ts else "yes" if all(trainable) else "no" if not any(trainable) else "partly",
+                "trainable": "-"
+                if not ts
+                else "yes"
+                if all(trainable)
+                else "no"
+                if not any(trainable)
+                else "partly",
                 "macs": _macs(layer, shape),
             }
         )

@@ -76,7 +76,6 @@ class _Phase:
         for p, g in engine.backward(loss, dy, retain_graph=False):
             garr = g.data if isinstance(g, Tensor) else g
             _run(dev, _add_into, [owner.buffer(p, garr), garr])
-        owner.pending += 1
         if self.divide_by is None:
             return
         divide = _Divide(self.divide_by)
@@ -86,7 +85,6 @@ class _Phase:
             _run(dev, _zero, [buf])
             opt.update(p, mean)
         opt.step(dev)
-        owner.pending = 0
 
     __call__ = backward_and_update
 
@@ -124,10 +122,14 @@ class GradientAccumulator:
 
     def phase(self, last_of_epoch: bool = False) -> _Phase:
         """The stand-in for the next batch: applying on the k-th one (or on the last of
-        an epoch, dividing by the batches accumulated), collecting otherwise."""
+        an epoch, dividing by the batches accumulated), collecting otherwise. Counts
+        the batch (a graph replay runs no Python of the stand-in, so the count is kept
+        here)."""
         n = self.pending + 1
         if n < self.k and not last_of_epoch:
+            self.pending = n
             return self._collect
+        self.pending = 0
         if n not in self._apply:
             self._apply[n] = _Phase(self, n)
         return self._apply[n]
