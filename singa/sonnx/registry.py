@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from singa.sonnx.families import (
     activation,
+    attention,
     conv,
     conv_transpose,
     creation,
@@ -21,6 +22,7 @@ from singa.sonnx.families import (
     normalization,
     pooling,
     pooling_nd,
+    positional,
     rearrange,
     reduction,
     resize,
@@ -32,6 +34,7 @@ from singa.sonnx.families import (
 
 FAMILIES = (
     activation,
+    attention,
     conv,
     conv_transpose,
     creation,
@@ -44,6 +47,7 @@ FAMILIES = (
     normalization,
     pooling,
     pooling_nd,
+    positional,
     rearrange,
     reduction,
     resize,
