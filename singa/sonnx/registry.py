@@ -10,12 +10,14 @@ from collections.abc import Callable
 from singa.sonnx.families import (
     activation,
     attention,
+    contraction,
     conv,
     conv_transpose,
     creation,
     dropout,
     elementwise,
     indexing,
+    indexing_nd,
     linalg,
     logical,
     loss,
@@ -23,11 +25,13 @@ from singa.sonnx.families import (
     pooling,
     pooling_nd,
     positional,
+    prod,
     rearrange,
     reduction,
     resize,
     rounding,
     shaping,
+    sorting,
     trigonometric,
     variadic,
 )
@@ -35,12 +39,14 @@ from singa.sonnx.families import (
 FAMILIES = (
     activation,
     attention,
+    contraction,
     conv,
     conv_transpose,
     creation,
     dropout,
     elementwise,
     indexing,
+    indexing_nd,
     linalg,
     logical,
     loss,
@@ -48,14 +54,20 @@ FAMILIES = (
     pooling,
     pooling_nd,
     positional,
+    prod,
     rearrange,
     reduction,
     resize,
     rounding,
     shaping,
+    sorting,
     trigonometric,
     variadic,
 )
+
+#: families with handlers that compute their values when the node runs (inference-only
+#: operators: integer, index or data-dependent outputs without a gradient), besides shaping
+COMPUTING = (sorting,)
 
 
 def _merge(tables: list[dict], what: str) -> dict:
