@@ -7,6 +7,8 @@
   (``state_dict`` / ``load_state_dict``).
 - :class:`ImageFolder` (a folder per class, decoded lazily), :class:`CSVDataset`,
   :class:`ArrayDataset`: datasets (``len(ds)``, ``ds[i] -> (x, y)``).
+- :func:`load_user_data`: ``imagefolder:DIR``, ``npz:FILE``, ``csv:FILE`` with both
+  splits, class names and the training split's normalisation.
 - :class:`ImageBatchIter`: SINGA's prefetching iterator over image files listed in a text file.
 - :func:`cache_dir`: where downloads go (``$SINGA_DATA`` or ``~/.cache/singa``).
 
@@ -36,6 +38,7 @@ from singa.data.idx import DataFormatError, read_idx
 from singa.data.image_batch_iter import ImageBatchIter
 from singa.data.image_folder import IMG_EXTENSIONS, ImageFolder, find_classes, read_image
 from singa.data.loader import DataLoader, channel_mean_std, dataset_mean_std
+from singa.data.user_data import SPEC_KINDS, UserData, load_user_data, parse_data_spec
 from singa.data.worker_pool import WorkerError
 
 __all__ = [
@@ -44,6 +47,10 @@ __all__ = [
     "CSVDataset",
     "ImageFolder",
     "WorkerError",
+    "SPEC_KINDS",
+    "UserData",
+    "load_user_data",
+    "parse_data_spec",
     "collate",
     "dataset_mean_std",
     "find_classes",

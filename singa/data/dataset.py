@@ -94,7 +94,7 @@ class ArrayDataset:
 
 def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Split sample indices into (train, val) keeping the class proportions: of each
-    class's ``n`` samples, ``round(fraction * n)`` (at least one when ``n >= 2`` and
+    class's ``n`` samples, ``fraction * n`` rounded half up (at least one when ``n >= 2`` and
     ``fraction > 0``) are drawn for validation with ``numpy.random.default_rng(seed)``.
     Both index arrays are sorted."""
     if not 0.0 <= float(fraction) < 1.0:
@@ -104,7 +104,7 @@ def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarra
     val: list[np.ndarray] = []
     for c in np.unique(labels):
         members = np.flatnonzero(labels == c)
-        k = int(round(fraction * len(members)))
+        k = int(np.floor(fraction * len(members) + 0.5))
         if fraction > 0 and len(members) >= 2:
             k = min(max(k, 1), len(members) - 1)
         val.append(rng.permutation(members)[:k])
