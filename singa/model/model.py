@@ -50,6 +50,7 @@ from singa.autograd import buffers, workers
 from singa.autograd.engine import no_grad
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
+from singa.model import freezing as _freezing
 from singa.model import inference as _inference
 from singa.model import precision as _precision
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
@@ -192,6 +193,30 @@ class Model(Layer):
         self.sequential = bool(sequential)
         if fold_batchnorm is not None:
             self.fold_batchnorm = bool(fold_batchnorm)
+
+    def freeze(self, *patterns: str) -> list[str]:
+        """Stop training the parameters whose dotted names match any glob in ``patterns``
+        (``"features.*"``, ``"conv1"``: a layer's name covers its parameters): they get
+        no gradient, no update and no optimizer state. Returns the names frozen; a
+        pattern matching no parameter raises ``ValueError`` (nothing changes). Call it
+        after ``compile`` (lazy layers create their parameters then)."""
+        params = self.get_params()
+        names = _freezing.matching(params, patterns or ("*",), "freeze")
+        _freezing.set_trainable(params, names, False)
+        self._graphs.clear()
+        return names
+
+    def unfreeze(self, *patterns: str) -> list[str]:
+        """Train again the parameters matching ``patterns`` (default: all); returns their names."""
+        params = self.get_params()
+        names = _freezing.matching(params, patterns or ("*",), "unfreeze")
+        _freezing.set_trainable(params, names, True)
+        self._graphs.clear()
+        return names
+
+    def frozen(self) -> list[str]:
+        """The names of the parameters that get no gradient."""
+        return [n for n, t in self.get_params().items() if not t.requires_grad]
 
     def reset_graph(self) -> None:
         """Drop every cached trace (the next call traces again)."""
