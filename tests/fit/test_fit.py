@@ -229,3 +229,39 @@ def test_metrics_are_float64_sums():
     assert metrics.get("top5").k == 5
     with pytest.raises(ValueError, match="k must be"):
         metrics.TopKAccuracy(0)
+
+
+def test_fit_under_mixed_precision_equals_the_hand_loop():
+    x, y = classification(64)
+    from singa import tensor
+
+    def compiled():
+        m = made()
+        m.compile([tensor.from_numpy(x[:16])], is_train=True, use_graph=True, precision="mixed")
+        return m
+
+    a = compiled()
+    a.fit(x, y, batch_size=16, epochs=2, seed=4, verbose=0)
+    b = compiled()
+    for e in range(2):
+        order = np.random.default_rng([4, e]).permutation(64)
+        for lo in range(0, 64, 16):
+            idx = order[lo : lo + 16]
+            b(tensor.from_numpy(x[idx]), tensor.from_numpy(y[idx]))
+    assert a.precision == "mixed" and a.optimizer.loss_scaler is not None
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+
+
+def test_fit_with_a_one_rank_distopt_equals_plain_sgd(monkeypatch):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SINGA_DIST"):
+        monkeypatch.delenv(var, raising=False)
+    x, y = classification(64)
+    a = made()
+    a.set_optimizer(opt.DistOpt(opt.SGD(0.1, momentum=0.9)))
+    ha = a.fit(x, y, batch_size=16, epochs=2, seed=1, verbose=0)
+    b = made()
+    hb = b.fit(x, y, batch_size=16, epochs=2, seed=1, verbose=0)
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+    assert ha.history["loss"] == hb.history["loss"]
