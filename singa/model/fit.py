@@ -310,6 +310,9 @@ class FitLoop:
                 skip = self.initial_batch if epoch == self.initial_epoch else 0
                 if epoch != self.initial_epoch or self.initial_sums is None:
                     self._reset_metrics()
+                elif self.metric_names is not None and self.train_metrics is None:
+                    self.train_metrics = _metric_list(self.metric_names, None)
+                    self._restore_sums()
                 cbs.on_epoch_begin(epoch)
                 model.train()
                 t0 = time.perf_counter()
