@@ -265,3 +265,29 @@ def test_fit_with_a_one_rank_distopt_equals_plain_sgd(monkeypatch):
     for k, v in params(a).items():
         np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
     assert ha.history["loss"] == hb.history["loss"]
+
+
+def test_a_continued_epoch_starts_at_its_batch():
+    from singa.model.fit import FitLoop
+
+    x, y = classification(96)
+    a = made()
+    a.fit(x, y, batch_size=16, epochs=2, seed=3, verbose=0)
+    # the same run, stopped after 8 steps (epoch 1, batch 2) and continued in a new loop
+    b = made()
+
+    class StopAt(callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            if self.model.optimizer.steps == 8:
+                self.model.stop_training = True
+
+    data = ArrayBatches(x, y, 16, shuffle=True, seed=3)
+    first = FitLoop(b, data, epochs=2, callbacks=[StopAt()], verbose=0)
+    first.run()
+    sums = first.sums()
+    rest = FitLoop(b, data, epochs=2, initial_epoch=1, verbose=0)
+    rest.initial_batch, rest.initial_step, rest.initial_sums = 2, 8, sums
+    h = rest.run()
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+    assert h.history["loss"] == a.history.history["loss"][1:]
