@@ -46,6 +46,7 @@ from singa.autograd.conv_transpose import *  # noqa: E402,F403
 from singa.autograd.creation import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403
 from singa.autograd.elementwise import *  # noqa: E402,F403
+from singa.autograd.gated import *  # noqa: E402,F403
 from singa.autograd.engine import (  # noqa: E402
     Operation,
     Operator,
