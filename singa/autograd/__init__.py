@@ -46,7 +46,6 @@ from singa.autograd.conv_transpose import *  # noqa: E402,F403
 from singa.autograd.creation import *  # noqa: E402,F403
 from singa.autograd.dropout import *  # noqa: E402,F403
 from singa.autograd.elementwise import *  # noqa: E402,F403
-from singa.autograd.gated import *  # noqa: E402,F403
 from singa.autograd.engine import (  # noqa: E402
     Operation,
     Operator,
@@ -55,6 +54,7 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.gated import *  # noqa: E402,F403
 from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.indexing_nd import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
