@@ -39,6 +39,7 @@ _engine.bind_switches(sys.modules[__name__])
 _tensor.bind_operators(sys.modules[__name__])  # Tensor's + - * @ [] reshape record our operators
 
 from singa.autograd.activation import *  # noqa: E402,F403
+from singa.autograd.attention import *  # noqa: E402,F403
 from singa.autograd.contraction import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
@@ -62,6 +63,7 @@ from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.operators import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.pooling_nd import *  # noqa: E402,F403
+from singa.autograd.positional import *  # noqa: E402,F403
 from singa.autograd.prod import *  # noqa: E402,F403
 from singa.autograd.rearrange import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403

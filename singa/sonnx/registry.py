@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from singa.sonnx.families import (
     activation,
+    attention,
     contraction,
     conv,
     conv_transpose,
@@ -23,6 +24,7 @@ from singa.sonnx.families import (
     normalization,
     pooling,
     pooling_nd,
+    positional,
     prod,
     rearrange,
     reduction,
@@ -36,6 +38,7 @@ from singa.sonnx.families import (
 
 FAMILIES = (
     activation,
+    attention,
     contraction,
     conv,
     conv_transpose,
@@ -50,6 +53,7 @@ FAMILIES = (
     normalization,
     pooling,
     pooling_nd,
+    positional,
     prod,
     rearrange,
     reduction,
