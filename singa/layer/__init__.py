@@ -13,6 +13,7 @@ Example::
     print(list(fc.get_params()))   # ['W', 'b']
 """
 
+from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer, LoadResult
 from singa.layer.conv import (
     AvgPool1d,
@@ -25,7 +26,8 @@ from singa.layer.conv import (
     SeparableConv2d,
 )
 from singa.layer.linear import Embedding, Gemm, Linear
-from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm
+from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm, RMSNorm
+from singa.layer.position import PatchEmbedding, PositionalEmbedding, SinusoidalPositionalEncoding
 from singa.layer.rnn import LSTM, RNN, RNN_Base
 from singa.layer.rnn_gru import GRU, CudnnRNN
 from singa.layer.simple import (
@@ -42,4 +44,10 @@ from singa.layer.simple import (
     SoftMax,
     SoftMaxCrossEntropy,
     Tanh,
+)
+from singa.layer.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
 )

@@ -90,7 +90,8 @@ def test_small_and_unusual_products_run_whole(monkeypatch):
     np.testing.assert_allclose(products.matmul(stack, b), stack @ b, rtol=1e-6)  # 3-D
     ints = np.arange(64).reshape(8, 8)
     np.testing.assert_array_equal(products.matmul(ints, ints), ints @ ints)  # not float
-    np.testing.assert_allclose(products.matmul(a, b.astype(np.float64)), a @ b, rtol=1e-6)  # mixed
+    b64 = b.astype(np.float64)
+    np.testing.assert_allclose(products.matmul(a, b64), a @ b64, rtol=1e-6)  # mixed: numpy's float64 product
     assert seen == []
 
 
