@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer
 from singa.layer.conv import Conv2d
 from singa.layer.linear import Linear
@@ -69,7 +70,9 @@ def _unfreeze(tensors: list[Tensor]) -> None:
 
 @PeftRegistry.register("linear_lora")
 class LinearLoraTuner(BaseTuner):
-    """LoRA on every targeted ``Linear`` and ``Conv2d`` (group 1) of a model.
+    """LoRA on every targeted ``Linear`` and ``Conv2d`` (group 1) of a model; a
+    targeted ``MultiHeadAttention`` has its four projections adapted (``q_proj``,
+    ``k_proj``, ``v_proj``, ``out_proj``: target ``*.q_proj`` to choose some).
 
     Attributes:
         targeted_layers: dotted names of the layers that now hold LoRA layers.
@@ -101,13 +104,21 @@ class LinearLoraTuner(BaseTuner):
         return None
 
     def find_targets(self, base_model: Layer) -> dict[str, Layer]:
-        """The layers the configuration names, by dotted name (ValueError for a name
-        or glob that does not fit; nothing is changed)."""
+        """The layers the configuration names, by dotted name in model order, an
+        attention layer standing for its projections (ValueError for a name or glob
+        that does not fit; nothing is changed)."""
         hidden = lambda s: isinstance(s, LoRALayer)  # noqa: E731
         if self.config.target_layers is None:
             return match_layers(base_model, ["*"], lambda s: isinstance(s, Linear), hidden)
-        supported = lambda s: self.lora_class(s) is not None  # noqa: E731
-        return match_layers(base_model, self.config.target_layers, supported, hidden)
+        supported = lambda s: isinstance(s, MultiHeadAttention) or self.lora_class(s) is not None  # noqa: E731
+        found = match_layers(base_model, self.config.target_layers, supported, hidden)
+        for path, layer in list(found.items()):
+            if isinstance(layer, MultiHeadAttention):
+                del found[path]
+                projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+                found.update((f"{path}.{n}", getattr(layer, n)) for n in projections)
+        order = list(base_model.sublayers())
+        return dict(sorted(found.items(), key=lambda kv: order.index(kv[0])))
 
     def _find_saved(self, base_model: Layer, targets: dict[str, Layer]) -> dict[str, Layer]:
         if self.config.modules_to_save is None:

@@ -192,3 +192,12 @@ def test_seeded_runs_repeat_exactly_with_dropout():
         pm.compile([tx], is_train=True)
         runs.append([pm(tx, ty)[1].to_numpy().copy() for _ in range(3)])
     np.testing.assert_array_equal(np.array(runs[0]), np.array(runs[1]))
+
+
+def test_summary_shows_the_trainable_fraction():
+    pm = get_peft_model(_mlp(), LinearLoraConfig(r=2, target_layers=["linear1"]))
+    text = pm.summary(print_fn=None)
+    base, trainable = 6 * 5 + 5 + 5 * 3 + 3, 2 * 6 + 5 * 2
+    assert f"Trainable params: {trainable:,}" in text
+    assert f"Non-trainable params: {base:,}" in text
+    assert f"Trainable fraction: {100 * trainable / (base + trainable):.2f}%" in text
