@@ -167,7 +167,12 @@ def user_options(f: Any) -> Any:
 
 def data_options(cfg: Any) -> dict[str, Any]:
     """The keyword arguments of :func:`singa.data.load_user_data` from the settings."""
-    channels = getattr(cfg, "channels", None)
+    if cfg.task == "regression" and data.parse_data_spec(cfg.data) is not None:
+        raise click.UsageError(
+            "--task regression: singa-train trains classifiers; train a regression on "
+            "singa.data.CSVDataset(path, task='regression') with Model.fit in Python"
+        )
+    channels = cfg.channels
     return {
         "val_split": float(cfg.val_split),
         "seed": int(cfg.seed),
