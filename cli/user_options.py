@@ -199,6 +199,7 @@ def stored_data_options(run: dict | None, info: Any) -> dict[str, Any]:
         "task": cfg.get("task", "classification"),
         "skip_bad": bool(cfg.get("skip_bad", False)),
         "workers": int(cfg.get("workers", 0)),
+        "stats": not (run or {}).get("normalization"),
     }
 
 

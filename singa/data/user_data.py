@@ -90,9 +90,12 @@ def load_user_data(
     skip_bad: bool = False,
     workers: int = 0,
     stats_limit: int = 5000,
+    stats: bool = True,
 ) -> UserData:
     """Load the data named by ``spec`` (see the module's description). Bad data raises
-    :class:`DataFormatError` (a ``ValueError``) or ``FileNotFoundError`` naming the file."""
+    :class:`DataFormatError` (a ``ValueError``) or ``FileNotFoundError`` naming the file.
+    ``stats=False`` skips the image statistics pass (``mean`` 0, ``std`` 1: for callers
+    that have the training run's normalisation)."""
     parsed = parse_data_spec(spec)
     if parsed is None:
         raise ValueError(f"{spec!r} is not a data spec (imagefolder:DIR, npz:FILE or csv:FILE)")
@@ -184,8 +187,11 @@ def _image_folder(
     if val is None:
         tr, va = stratified_split(train.targets, val_split, seed)
         train, val = train.subset(tr), train.subset(va)
-    mean, std = dataset_mean_std(train, max_samples=stats_limit, seed=seed, workers=workers)
-    std = np.where(std > 0, std, np.float32(1)).astype(np.float32)
+    if stats_limit > 0:
+        mean, std = dataset_mean_std(train, max_samples=stats_limit, seed=seed, workers=workers)
+        std = np.where(std > 0, std, np.float32(1)).astype(np.float32)
+    else:
+        mean, std = np.zeros(train.channels, np.float32), np.ones(train.channels, np.float32)
     info = DatasetInfo(
         spec,
         len(train.classes),
