@@ -133,7 +133,9 @@ class FitLoop:
     done in all), ``initial_sums`` (the running sums of the epoch in progress:
     ``{"loss": [total, count], <metric>: [...]}``), ``reduce_sums`` (a function adding
     a list of floats over data-parallel ranks) and ``val_stop`` (a function that, when
-    True, ends a validation pass early with :class:`EvalStopped`).
+    True, ends a validation pass early with :class:`EvalStopped`) and ``evaluator`` (a
+    function returning the validation logs, ``{"loss": ..., <metric>: ...}``, in place
+    of fit's own pass over ``validation_data``).
     """
 
     def __init__(
@@ -184,6 +186,7 @@ class FitLoop:
         self.initial_sums: dict | None = None
         self.reduce_sums: Any = _rank_sums(model.optimizer)
         self.val_stop: Callable[[], bool] | None = None
+        self.evaluator: Callable[[], dict] | None = None
         self.step = 0
         self.device: Any = None
         self.train_metrics: list[_metrics.Metric] | None = None
@@ -261,8 +264,11 @@ class FitLoop:
         if self.validation_data is None:
             return {}
         self.callbacks.on_test_begin()
-        ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
-        res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
+        if self.evaluator is not None:
+            res = self.evaluator()
+        else:
+            ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
+            res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
         self.callbacks.on_test_end(res)
         return {f"val_{k}": v for k, v in res.items()}
 
