@@ -185,13 +185,16 @@ def data_options(cfg: Any) -> dict[str, Any]:
     }
 
 
-def stored_data_options(run: dict | None, info: Any) -> dict[str, Any]:
+def stored_data_options(run: dict | None, info: Any, whole: bool = False) -> dict[str, Any]:
     """:func:`data_options` of the run kept in a checkpoint, with the stored channels
-    and image size (so the data is read as the model was trained on it)."""
+    and image size (so the data is read as the model was trained on it). ``whole``: other
+    data than the run's, read entirely (no validation split) with the model's classes."""
     cfg = dict((run or {}).get("config") or {})
     shape = tuple(info.image_size)
+    extra = {"class_names": tuple(info.class_names)} if whole else {}
     return {
-        "val_split": float(cfg.get("val_split", 0.1)),
+        **extra,
+        "val_split": 0.0 if whole else float(cfg.get("val_split", 0.1)),
         "seed": int(cfg.get("seed", 0)),
         "channels": int(info.num_channels) if len(shape) == 2 and info.num_channels in (1, 3) else None,
         "image_size": shape if len(shape) == 2 else None,
