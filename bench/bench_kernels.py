@@ -68,8 +68,8 @@ def operators(tree: str | None) -> dict:
     """family -> a maker of a fresh operator, from this tree or ``tree``'s files."""
     mods = {"bn": normalization, "relu": activation, "pool": pooling}
     if tree:
-        # loaded from copies in a scratch folder: numba caches compiled kernels beside the
-        # source under the module's name, which must not leak into the baseline tree
+        # loaded from copies in a scratch folder: numba's cache is keyed by the source's
+        # folder and the module's name, so the baseline's kernels never mix with this tree's
         scratch = tempfile.mkdtemp(prefix="bench_kernels_")
         atexit.register(shutil.rmtree, scratch, True)
         for fam, name in FILES.items():

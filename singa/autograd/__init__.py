@@ -39,6 +39,8 @@ _engine.bind_switches(sys.modules[__name__])
 _tensor.bind_operators(sys.modules[__name__])  # Tensor's + - * @ [] reshape record our operators
 
 from singa.autograd.activation import *  # noqa: E402,F403
+from singa.autograd.attention import *  # noqa: E402,F403
+from singa.autograd.contraction import *  # noqa: E402,F403
 from singa.autograd.conv import *  # noqa: E402,F403
 from singa.autograd.conv_transpose import *  # noqa: E402,F403
 from singa.autograd.creation import *  # noqa: E402,F403
@@ -52,7 +54,9 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.gated import *  # noqa: E402,F403
 from singa.autograd.indexing import *  # noqa: E402,F403
+from singa.autograd.indexing_nd import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403
 from singa.autograd.logical import *  # noqa: E402,F403
 from singa.autograd.loss import *  # noqa: E402,F403
@@ -60,10 +64,13 @@ from singa.autograd.normalization import *  # noqa: E402,F403
 from singa.autograd.operators import *  # noqa: E402,F403
 from singa.autograd.pooling import *  # noqa: E402,F403
 from singa.autograd.pooling_nd import *  # noqa: E402,F403
+from singa.autograd.positional import *  # noqa: E402,F403
+from singa.autograd.prod import *  # noqa: E402,F403
 from singa.autograd.rearrange import *  # noqa: E402,F403
 from singa.autograd.reduction import *  # noqa: E402,F403
 from singa.autograd.resize import *  # noqa: E402,F403
 from singa.autograd.rounding import *  # noqa: E402,F403
 from singa.autograd.shaping import *  # noqa: E402,F403
+from singa.autograd.sorting import *  # noqa: E402,F403
 from singa.autograd.trigonometric import *  # noqa: E402,F403
 from singa.autograd.variadic import *  # noqa: E402,F403

@@ -30,6 +30,8 @@ __all__ = [
     "greater",
     "less",
     "equal",
+    "greater_equal",
+    "less_equal",
     "_and",
     "_or",
     "_xor",
@@ -37,6 +39,8 @@ __all__ = [
     "Greater",
     "Less",
     "Equal",
+    "GreaterEqual",
+    "LessEqual",
     "And",
     "Or",
     "Xor",
@@ -74,6 +78,18 @@ class Equal(_Binary):
     """y = a == b (exact equality, also for floats)."""
 
     f = staticmethod(lambda xp, a, b: xp.equal(a, b))
+
+
+class GreaterEqual(_Binary):
+    """y = a >= b."""
+
+    f = staticmethod(lambda xp, a, b: xp.greater_equal(a, b))
+
+
+class LessEqual(_Binary):
+    """y = a <= b."""
+
+    f = staticmethod(lambda xp, a, b: xp.less_equal(a, b))
 
 
 class And(_Binary):
@@ -141,6 +157,16 @@ def less(x: Tensor | Any, y: Tensor | Any) -> Tensor:
 def equal(x: Tensor | Any, y: Tensor | Any) -> Tensor:
     """x == y elementwise (exact), as a boolean tensor."""
     return _apply(Equal, "equal", x, y)
+
+
+def greater_equal(x: Tensor | Any, y: Tensor | Any) -> Tensor:
+    """x >= y elementwise, as a boolean tensor (ONNX GreaterOrEqual)."""
+    return _apply(GreaterEqual, "greater_equal", x, y)
+
+
+def less_equal(x: Tensor | Any, y: Tensor | Any) -> Tensor:
+    """x <= y elementwise, as a boolean tensor (ONNX LessOrEqual)."""
+    return _apply(LessEqual, "less_equal", x, y)
 
 
 def _and(a: Tensor | Any, b: Tensor | Any) -> Tensor:

@@ -52,6 +52,7 @@ from singa.cli.output import (
     write_plot,
 )
 from singa.cli.parallel import DistRun
+from singa.cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
 from singa.parallel.launch import STOP_SIGNAL
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
@@ -148,6 +149,7 @@ _RESUMED_SETTINGS = (
     "epochs",
     "precision",
     "augment",
+    *RESUMED_USER_SETTINGS,
 )
 
 
@@ -252,13 +254,16 @@ class Trainer:
         dist.only_main_writes(cfg)
         self._prepare_outputs()
         dev = make_device(cfg.device)
-        ds = dist.rank_first(lambda: load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet))
+        ds = dist.rank_first(
+            lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
+        )
         info = ds.info
-        if cfg.augment and ds.x_train.ndim != 4:
+        report_skipped(ds, self.out.warn)
+        if cfg.augment and len(info.sample_shape) != 3:
             raise CliError(
-                f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
+                f"--augment needs image data (C, H, W); {cfg.data} has samples {info.sample_shape}"
             )
-        mean, std = data.channel_mean_std(ds.x_train)
+        mean, std = train_stats(ds)
         train = dist.loader(
             ds.x_train,
             ds.y_train,
@@ -269,8 +274,16 @@ class Trainer:
             mean=mean,
             std=std,
             transform=image_tool.augment_batch if cfg.augment else None,
+            workers=cfg.workers,
         )
-        val = dist.loader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
+        val = dist.loader(
+            ds.x_test,
+            ds.y_test,
+            eval_batch_size(cfg.batch_size, info),
+            mean=mean,
+            std=std,
+            workers=cfg.workers,
+        )
         steps = len(train)
         if steps == 0:
             raise CliError(
@@ -279,7 +292,7 @@ class Trainer:
             )
         dev.set_rand_seed(cfg.seed)
         try:
-            model = create_model(cfg.model, info)
+            model = create_model(cfg.model, info, cfg.model_args)
         except ValueError as e:
             raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
         optimizer = dist.optimizer(make_optimizer(cfg, steps))
@@ -297,6 +310,7 @@ class Trainer:
                 f"{cfg.model} does not fit {cfg.data} ({'x'.join(map(str, info.sample_shape))}): {e}"
             ) from e
 
+        fine_tune(model, cfg, self.out, resuming=bool(cfg.resume))
         state = RunState()
         if cfg.resume:
             try:
@@ -395,6 +409,7 @@ class Trainer:
                 "num_classes": info.num_classes,
                 "num_channels": info.num_channels,
                 "image_size": list(info.image_size),
+                "class_names": list(info.class_names),
             },
             "normalization": {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std]},
             "steps_per_epoch": self.steps,

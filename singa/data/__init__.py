@@ -2,7 +2,13 @@
 
 - :func:`load` / :func:`load_dataset`: "mnist", "fashion-mnist", "fashion-mnist-mini"
   (embedded, no network needed), "cifar10" (binary version), "synthetic".
-- :class:`DataLoader`: batches with seeded shuffling, drop_last, per-channel normalisation.
+- :class:`DataLoader`: batches of arrays or of a dataset, with seeded shuffling, drop_last,
+  per-channel normalisation, worker processes (``workers=N``) and a resumable position
+  (``state_dict`` / ``load_state_dict``).
+- :class:`ImageFolder` (a folder per class, decoded lazily), :class:`CSVDataset`,
+  :class:`ArrayDataset`: datasets (``len(ds)``, ``ds[i] -> (x, y)``).
+- :func:`load_user_data`: ``imagefolder:DIR``, ``npz:FILE``, ``csv:FILE`` with both
+  splits, class names and the training split's normalisation.
 - :class:`ImageBatchIter`: SINGA's prefetching iterator over image files listed in a text file.
 - :func:`cache_dir`: where downloads go (``$SINGA_DATA`` or ``~/.cache/singa``).
 
@@ -14,6 +20,8 @@ Example::
         ...
 """
 
+from singa.data.csv_dataset import CSVDataset
+from singa.data.dataset import ArrayDataset, collate, is_dataset, stratified_split
 from singa.data.datasets import (
     Dataset,
     DatasetInfo,
@@ -28,9 +36,28 @@ from singa.data.datasets import (
 from singa.data.download import ChecksumError, DownloadError, cache_dir, download_file
 from singa.data.idx import DataFormatError, read_idx
 from singa.data.image_batch_iter import ImageBatchIter
-from singa.data.loader import DataLoader, channel_mean_std
+from singa.data.image_folder import IMG_EXTENSIONS, ImageFolder, find_classes, read_image
+from singa.data.loader import DataLoader, channel_mean_std, dataset_mean_std
+from singa.data.user_data import SPEC_KINDS, UserData, as_samples, load_user_data, parse_data_spec
+from singa.data.worker_pool import WorkerError
 
 __all__ = [
+    "IMG_EXTENSIONS",
+    "ArrayDataset",
+    "CSVDataset",
+    "ImageFolder",
+    "WorkerError",
+    "SPEC_KINDS",
+    "UserData",
+    "as_samples",
+    "load_user_data",
+    "parse_data_spec",
+    "collate",
+    "dataset_mean_std",
+    "find_classes",
+    "is_dataset",
+    "read_image",
+    "stratified_split",
     "ChecksumError",
     "DataFormatError",
     "DataLoader",

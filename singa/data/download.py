@@ -22,6 +22,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from singa.user_cache import user_cache_dir
+
 __all__ = ["cache_dir", "download_file", "file_digest", "DownloadError", "ChecksumError", "CACHE_ENV"]
 
 #: Environment variable that overrides the cache folder.
@@ -38,11 +40,12 @@ class ChecksumError(ValueError):
 
 
 def cache_dir() -> Path:
-    """The cache folder: ``$SINGA_DATA`` if set and non-empty, else ``~/.cache/singa``."""
+    """The cache folder: ``$SINGA_DATA`` if set and non-empty, else singa's per-user cache
+    folder (:func:`singa.user_cache.user_cache_dir`: ``~/.cache/singa`` on Linux)."""
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    return Path("~/.cache/singa").expanduser()
+    return user_cache_dir()
 
 
 def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:

@@ -14,6 +14,7 @@ Example::
 """
 
 from singa.layer.activation import LeakyReLU, ReLU, Sigmoid, SoftMax, Tanh
+from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer, LoadResult
 from singa.layer.conv import (
     AvgPool1d,
@@ -28,7 +29,14 @@ from singa.layer.conv import (
 from singa.layer.linear import Embedding, Gemm, Linear
 from singa.layer.loss import BinaryCrossEntropy, CrossEntropy, MeanSquareError, SoftMaxCrossEntropy
 from singa.layer.merge import Add, Cat
-from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm
+from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm, RMSNorm
+from singa.layer.position import PatchEmbedding, PositionalEmbedding, SinusoidalPositionalEncoding
 from singa.layer.rnn import LSTM, RNN, RNN_Base
 from singa.layer.rnn_gru import GRU, CudnnRNN
 from singa.layer.shaping import Flatten, Reshape
+from singa.layer.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)

@@ -316,14 +316,16 @@ def _model_params(model: Any) -> dict[int, str]:
     return {id(t.data): n for n, t in model.get_states().items()}
 
 
-def _traces(fn: Callable, inputs: list[Tensor], model: Any, dynamic_batch: bool) -> tuple:
+def _traces(fn: Callable, inputs: list[Tensor], model: Any, dynamic_batch: bool, axes: dict) -> tuple:
     """The trace at the given batch size and, for a dynamic batch, the one at batch + 1
-    (inputs whose axis 0 has the batch size get one more row)."""
+    (inputs whose axis 0 has the batch size get one more row, and each axis of
+    ``axes[i]`` of input i one more entry)."""
     tr1, outs1 = trace.trace(fn, inputs, model)
     if not dynamic_batch or inputs[0].ndim() == 0:
         return tr1, outs1, None, None, None
     b = inputs[0].shape[0]
     inputs2 = [trace.grow_batch(t, b) if t.ndim() > 0 and t.shape[0] == b else t for t in inputs]
+    inputs2 = [trace.grow_axes(t, axes.get(i, ())) for i, t in enumerate(inputs2)]
     try:
         tr2, outs2 = trace.trace(fn, inputs2, model)
     except (ValueError, TypeError, IndexError) as e:
@@ -347,6 +349,7 @@ def to_onnx(
     output_names: Sequence[str] | None = None,
     check: bool = True,
     model: Any = None,
+    dynamic_axes: dict[int, Sequence[int]] | None = None,
 ) -> onnx.ModelProto:
     """Export the computation from ``inputs`` to ``outputs`` as an ONNX model.
 
@@ -382,6 +385,9 @@ def to_onnx(
             a loss, to export a training graph), the Layer/Model they come from: its
             states are named by their dotted names (a function runs it in eval mode,
             its layers naming the nodes).
+        dynamic_axes: with a dynamic batch, more symbolic axes: ``{i: [axes]}`` makes
+            those axes of input i dynamic too (e.g. ``{0: [1]}``, a sequence length),
+            traced at one more entry in the second trace (dims ``<name>_dim<axis>``).
 
     Raises:
         ExportError: an operator without converter (naming it, and its layer where a
@@ -400,7 +406,7 @@ def to_onnx(
     if not inputs:
         raise ValueError("ONNX export: at least one input tensor is needed")
     opset = _check_opset(opset)
-    rest = (model_name, opset, input_names, output_names, check, model)
+    rest = (model_name, opset, input_names, output_names, check, model, dict(dynamic_axes or {}))
     if dynamic_batch is not None:
         return _to_onnx(inputs, outputs, bool(dynamic_batch), *rest)
     try:
@@ -426,11 +432,12 @@ def _to_onnx(
     output_names: Sequence[str] | None,
     check: bool,
     model: Any,
+    axes: dict,
 ) -> onnx.ModelProto:
     """:func:`to_onnx` with the batch dynamic or fixed (and the inputs and opset checked)."""
     fn, model, recorded_graph = _computation(outputs, inputs, model, dynamic_batch)
     try:
-        tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch)
+        tr1, outs1, tr2, outs2, inputs2 = _traces(fn, inputs, model, dynamic_batch, axes)
     except (trace.TraceError, recorded.RecordError) as e:
         raise ExportError(str(e)) from None
     traced = _Traced(tr1, outs1, inputs, (tr2, outs2, inputs2))

@@ -9,49 +9,67 @@ from collections.abc import Callable
 
 from singa.sonnx.families import (
     activation,
+    attention,
+    contraction,
     conv,
     conv_transpose,
     creation,
     dropout,
     elementwise,
+    gated,
     indexing,
+    indexing_nd,
     linalg,
     logical,
     loss,
     normalization,
     pooling,
     pooling_nd,
+    positional,
+    prod,
     rearrange,
     reduction,
     resize,
     rounding,
     shaping,
+    sorting,
     trigonometric,
     variadic,
 )
 
 FAMILIES = (
     activation,
+    attention,
+    contraction,
     conv,
     conv_transpose,
     creation,
     dropout,
     elementwise,
+    gated,
     indexing,
+    indexing_nd,
     linalg,
     logical,
     loss,
     normalization,
     pooling,
     pooling_nd,
+    positional,
+    prod,
     rearrange,
     reduction,
     resize,
     rounding,
     shaping,
+    sorting,
     trigonometric,
     variadic,
 )
+
+#: families with handlers that compute their values when the node runs (inference-only
+#: operators: integer, index or data-dependent outputs without a gradient), besides shaping
+COMPUTING = (sorting,)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

@@ -133,6 +133,18 @@ def grow_batch(t: Tensor, batch: int) -> Tensor:
     return Tensor.wrap(t.data[xp.asarray(idx) if xp is not np else idx], t.device)
 
 
+def grow_axes(t: Tensor, axes: Any) -> Tensor:
+    """``t`` one longer along each of ``axes`` (its entries repeated cyclically): the
+    second trace's input for axes other than the batch that are dynamic."""
+    xp = t.device.xp
+    data = t.data
+    for ax in axes:
+        n = data.shape[ax]
+        idx = np.arange(n + 1) % n
+        data = xp.take(data, xp.asarray(idx) if xp is not np else idx, axis=ax)
+    return Tensor.wrap(data, t.device)
+
+
 def op_attrs(op: Any) -> dict:
     """The operator's hyperparameters (public attributes, engine fields excluded)."""
     return {k: v for k, v in vars(op).items() if not k.startswith("_") and k not in _ENGINE_FIELDS}

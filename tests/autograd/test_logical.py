@@ -11,11 +11,22 @@ BINARY = {
     "greater": np.greater,
     "less": np.less,
     "equal": np.equal,
+    "greater_equal": np.greater_equal,
+    "less_equal": np.less_equal,
     "_and": np.logical_and,
     "_or": np.logical_or,
     "_xor": np.logical_xor,
 }
-CLASSES = {"greater": "Greater", "less": "Less", "equal": "Equal", "_and": "And", "_or": "Or", "_xor": "Xor"}
+CLASSES = {
+    "greater": "Greater",
+    "less": "Less",
+    "equal": "Equal",
+    "greater_equal": "GreaterEqual",
+    "less_equal": "LessEqual",
+    "_and": "And",
+    "_or": "Or",
+    "_xor": "Xor",
+}
 
 
 def T(a, dtype=None, requires_grad=True):

@@ -86,3 +86,42 @@ def rand(shape, seed: int = 0, dtype=np.float32, low: float | None = None, high:
 def op_types(model: onnx.ModelProto) -> list[str]:
     """The op types of a model's nodes, in order."""
     return [n.op_type for n in model.graph.node]
+
+
+def node_model(op_type: str, inputs: dict, n_out: int = 1, opset: int = 18, **attrs) -> onnx.ModelProto:
+    """A one-node ONNX model of ``op_type``: ``inputs`` maps names to arrays (graph
+    inputs, in order; a name starting with "c_" is an initializer), outputs y0, y1, ..."""
+    from onnx import helper, numpy_helper
+
+    feeds = [n for n in inputs if not n.startswith("c_")]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in inputs.items() if n.startswith("c_")]
+    vis = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(inputs[n]).dtype), None)
+        for n in feeds
+    ]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op_type, list(inputs), outs, **attrs)
+    graph = helper.make_graph(
+        [node],
+        op_type.lower(),
+        vis,
+        [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in outs],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for want, got in zip(model.graph.output, inferred.graph.output):
+        want.CopyFrom(got)
+    return model
+
+
+def run_node_model(op_type: str, inputs: dict, n_out: int = 1, opset: int = 18, **attrs) -> list:
+    """Our outputs of :func:`node_model` (fed the non-initializer inputs)."""
+    model = node_model(op_type, inputs, n_out, opset, **attrs)
+    return sonnx.prepare(model).run([np.asarray(a) for n, a in inputs.items() if not n.startswith("c_")])
+
+
+def ort_node_model(op_type: str, inputs: dict, n_out: int = 1, opset: int = 18, **attrs) -> list:
+    """onnxruntime's outputs of :func:`node_model`."""
+    sess = session(node_model(op_type, inputs, n_out, opset, **attrs))
+    return sess.run(None, {n: np.asarray(a) for n, a in inputs.items() if not n.startswith("c_")})

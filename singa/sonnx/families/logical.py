@@ -14,14 +14,25 @@ from singa.autograd import logical as lg
 from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
 from singa.tensor import Tensor
 
-_COMPARE = {"Greater": (lg.Greater, lg.greater), "Less": (lg.Less, lg.less), "Equal": (lg.Equal, lg.equal)}
+_COMPARE = {
+    "Greater": (lg.Greater, lg.greater),
+    "Less": (lg.Less, lg.less),
+    "Equal": (lg.Equal, lg.equal),
+    "GreaterOrEqual": (lg.GreaterEqual, lg.greater_equal),
+    "LessOrEqual": (lg.LessEqual, lg.less_equal),
+}
 _LOGIC = {"And": (lg.And, lg._and), "Or": (lg.Or, lg._or), "Xor": (lg.Xor, lg._xor)}
 
 
 def _compare_converter(op_type: str):
     def convert(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
         dt = np.result_type(xs[0].dtype, xs[1].dtype)
-        ctx.node(op_type, [cast_to(ctx, n, x.dtype, dt) for n, x in zip(ins, xs)], outs)
+        ins = [cast_to(ctx, n, x.dtype, dt) for n, x in zip(ins, xs)]
+        if op_type.endswith("OrEqual") and ctx.opset < 12:  # LessOrEqual/GreaterOrEqual: opset 12
+            strict = ctx.node(op_type[: -len("OrEqual")], ins[::-1], 1)
+            ctx.node("Not", strict, outs)
+            return
+        ctx.node(op_type, ins, outs)
 
     convert.__name__ = f"convert_{op_type.lower()}"
     return convert

@@ -1,0 +1,51 @@
+"""ONNX export (checked by onnxruntime) and import (checked against onnxruntime) of
+Resize in the forms the ONNX node cases do not cover together: sizes with axes,
+keep_aspect_ratio_policy, antialias, and the opsets before and after 18."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sonnx_helpers import check_export, op_types, ort_node_model, rand, run_node_model
+
+from singa import autograd
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize(
+    ("mode", "ctm"), [("linear", "pytorch_half_pixel"), ("nearest", "asymmetric"), ("cubic", "align_corners")]
+)
+def test_resample_exports_and_runs_in_onnxruntime(opset, mode, ctm):
+    def fn(x):
+        return autograd.resample(
+            x, sizes=[x.shape[0], 2, 7, 5], mode=mode, coordinate_transformation_mode=ctm
+        )
+
+    model = check_export(fn, lambda b: [rand((b, 2, 4, 4))], opset=opset)
+    assert "Resize" in op_types(model)
+
+
+def test_antialias_export_needs_opset_18():
+    from singa import sonnx, tensor
+
+    x = tensor.from_numpy(rand((1, 1, 8, 8)))
+    with pytest.raises(sonnx.ExportError, match="antialias needs opset 18"):
+        sonnx.to_onnx(
+            [x], lambda t: autograd.resample(t, sizes=[1, 1, 3, 3], mode="linear", antialias=True), opset=17
+        )
+
+
+@pytest.mark.parametrize("policy", ["stretch", "not_larger", "not_smaller"])
+def test_resize_with_axes_and_aspect_policy_imports_like_onnxruntime(policy):
+    x = rand((1, 2, 5, 7))
+    ins = {
+        "x": x,
+        "c_roi": np.zeros(0, np.float32),
+        "c_scales": np.zeros(0, np.float32),
+        "c_sizes": np.array([4, 4]),
+    }
+    kw = {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": policy, "antialias": 1}
+    (got,) = run_node_model("Resize", ins, **kw)
+    (want,) = ort_node_model("Resize", ins, **kw)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-5)
