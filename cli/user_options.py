@@ -36,6 +36,7 @@ RESUMED_USER_SETTINGS = (
     "image_size",
     "target",
     "task",
+    "skip_bad",
     "freeze",
 )
 
@@ -100,11 +101,17 @@ def _check_image_size(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
+def _as_list(ctx: click.Context, param: click.Parameter, value: Any) -> list:
+    """Repeated options as lists (as they come back from a checkpoint's JSON)."""
+    return list(value or ())
+
+
 _OPTIONS = [
     click.option(
         "--model-arg",
         "model_args",
         multiple=True,
+        callback=_as_list,
         metavar="KEY=VALUE",
         help="Argument of the model's constructor or function (repeatable; Python literals, else strings).",
     ),
@@ -151,6 +158,7 @@ _OPTIONS = [
     click.option(
         "--freeze",
         multiple=True,
+        callback=_as_list,
         metavar="PATTERN",
         help="Do not train the parameters whose names match this glob (repeatable; 'features' "
         "covers features.*).",
