@@ -89,6 +89,8 @@ def _list_and_exit(ctx: click.Context, param: click.Parameter, value: bool) -> N
             "synthetic": "generated random class templates plus noise (1024 train / 256 test)",
         }.get(name, "")
         click.echo(f"  {name:<19} {info.num_classes} classes, {shape}; {where}")
+    click.echo("your own: MODEL as path/to/file.py:Name or package.module:Name (--model-arg k=v);")
+    click.echo("  --data imagefolder:DIR (or DIR), npz:FILE, csv:FILE (see README, 'Your own data')")
     ctx.exit(0)
 
 

@@ -14,7 +14,6 @@ are bitwise those of an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import signal
 import threading
@@ -429,9 +428,10 @@ class Trainer:
 
     # ----- the loop -------------------------------------------------------------------------------
     def _batches(self, epoch: int, skip: int) -> Iterator:
-        self.train_loader.set_epoch(epoch)
-        it = iter(self.train_loader)
-        return itertools.islice(it, skip, None) if skip else it
+        """Epoch ``epoch`` from its batch ``skip`` on (the skipped ones are not built)."""
+        loader = self.train_loader
+        loader.load_state_dict({**loader.state_dict(), "epoch": epoch, "batch": skip})
+        return iter(loader)
 
     def _loop(self, state: RunState, log: JsonLog) -> dict:
         cfg, out, model, dev = self.cfg, self.out, self.model, self.dev

@@ -130,7 +130,8 @@ def _macs(layer: Layer, out_shape: Any) -> int:
 def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[list[dict], dict]:
     """The table's rows (``name``, ``type``, ``output_shape``, ``params``,
     ``trainable``, ``macs``) and totals (``params``, ``trainable``, ``non_trainable``,
-    ``bytes``, ``macs``, ``output_shape``)."""
+    ``trainable_fraction`` (of every state value, e.g. LoRA's share), ``bytes``,
+    ``macs``, ``output_shape``)."""
     shapes = _sample_shapes(model, input_shape)
     captured, out_shape = _run_once(model, shapes, dtype)
     layers = model.sublayers()
@@ -169,6 +170,7 @@ def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[
         "output_shape": out_shape,
     }
     totals["non_trainable"] = totals["params"] - totals["trainable"]
+    totals["trainable_fraction"] = totals["trainable"] / totals["params"] if totals["params"] else 0.0
     return [r for r in rows if r["params"] or r["output_shape"] is not None], totals
 
 
@@ -218,6 +220,7 @@ def summary(
         f"Total params: {totals['params']:,}",
         f"Trainable params: {totals['trainable']:,}",
         f"Non-trainable params: {totals['non_trainable']:,}",
+        f"Trainable fraction: {100 * totals['trainable_fraction']:.2f}%",
         f"Parameter size: {totals['bytes'] / 2**20:.2f} MiB ({totals['bytes']:,} bytes)",
         f"MACs per sample: {_si(totals['macs'])} ({totals['macs']:,})",
         f"Output shape: {_fmt_shape(totals['output_shape'])}",

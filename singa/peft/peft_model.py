@@ -155,6 +155,11 @@ class PeftModel(Model):
         """Name the tensors after their paths in the base model."""
         self._base.name_states()
 
+    def summary(self, input_shape: Any = None, *, print_fn: Any = print, dtype: Any = None) -> str:
+        """The base model's summary table (its frozen weights count as non-trainable;
+        the totals give the trainable fraction)."""
+        return self._base.summary(input_shape, print_fn=print_fn, dtype=dtype)
+
     def sublayers(self) -> dict[str, Layer]:
         """The base model's sublayers."""
         return self._base.sublayers()

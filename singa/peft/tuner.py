@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer
 from singa.layer.conv import Conv2d
 from singa.layer.linear import Linear
+from singa.model.model import Model
 from singa.peft.config import LinearLoraConfig, PeftConfig
 from singa.peft.layers import Conv2dLoRALayer, LinearLoRALayer, LoRALayer
 from singa.peft.registry import PeftRegistry
 from singa.peft.targets import find_layer, match_layers, replace_layer
 from singa.tensor import Tensor
 
-__all__ = ["BaseTuner", "LinearLoraTuner"]
+__all__ = ["BaseTuner", "LinearLoraTuner", "merge_and_unload"]
 
 
 class BaseTuner:
@@ -69,7 +71,9 @@ def _unfreeze(tensors: list[Tensor]) -> None:
 
 @PeftRegistry.register("linear_lora")
 class LinearLoraTuner(BaseTuner):
-    """LoRA on every targeted ``Linear`` and ``Conv2d`` (group 1) of a model.
+    """LoRA on every targeted ``Linear`` and ``Conv2d`` (group 1) of a model; a
+    targeted ``MultiHeadAttention`` has its four projections adapted (``q_proj``,
+    ``k_proj``, ``v_proj``, ``out_proj``: target ``*.q_proj`` to choose some).
 
     Attributes:
         targeted_layers: dotted names of the layers that now hold LoRA layers.
@@ -101,13 +105,21 @@ class LinearLoraTuner(BaseTuner):
         return None
 
     def find_targets(self, base_model: Layer) -> dict[str, Layer]:
-        """The layers the configuration names, by dotted name (ValueError for a name
-        or glob that does not fit; nothing is changed)."""
+        """The layers the configuration names, by dotted name in model order, an
+        attention layer standing for its projections (ValueError for a name or glob
+        that does not fit; nothing is changed)."""
         hidden = lambda s: isinstance(s, LoRALayer)  # noqa: E731
         if self.config.target_layers is None:
             return match_layers(base_model, ["*"], lambda s: isinstance(s, Linear), hidden)
-        supported = lambda s: self.lora_class(s) is not None  # noqa: E731
-        return match_layers(base_model, self.config.target_layers, supported, hidden)
+        supported = lambda s: isinstance(s, MultiHeadAttention) or self.lora_class(s) is not None  # noqa: E731
+        found = match_layers(base_model, self.config.target_layers, supported, hidden)
+        for path, layer in list(found.items()):
+            if isinstance(layer, MultiHeadAttention):
+                del found[path]
+                projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+                found.update((f"{path}.{n}", getattr(layer, n)) for n in projections)
+        order = list(base_model.sublayers())
+        return dict(sorted(found.items(), key=lambda kv: order.index(kv[0])))
 
     def _find_saved(self, base_model: Layer, targets: dict[str, Layer]) -> dict[str, Layer]:
         if self.config.modules_to_save is None:
@@ -207,3 +219,18 @@ class LinearLoraTuner(BaseTuner):
         """The configuration plus the adapted and saved layers (JSON values)."""
         config = self.config.to_dict()
         return {"config": config, "layers": list(self.targeted_layers), "saved": list(self.saved_layers)}
+
+
+def merge_and_unload(model: Layer) -> Layer:
+    """Merge every LoRA layer found in ``model`` and put its base layer back (no tuner
+    needed: for a model rebuilt with its adapters, e.g. from a checkpoint); the base
+    weights of those layers are trainable again. Returns ``model``, changed in place."""
+    outer = {p: s for p, s in model.sublayers().items() if isinstance(s, LoRALayer)}
+    outer = {p: s for p, s in outer.items() if not any(p.startswith(q + ".") for q in outer)}
+    for path, lora in outer.items():
+        lora.merge()
+        lora.freeze_pretrained_weight(False)
+        replace_layer(model, path, lora.base_layer)
+    if isinstance(model, Model):
+        model.reset_graph()  # its traces ran the adapters
+    return model

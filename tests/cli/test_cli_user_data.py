@@ -45,6 +45,13 @@ def test_image_folder_trains_evaluates_and_predicts(run, folder, tmp_path):
     assert r.exit_code == 0, r.output + r.stderr
     res = json.loads(r.stdout)
     assert res["samples"] == 18 and res["accuracy"] >= 0.9
+    held = make_image_folder(
+        tmp_path / "held", classes=("square", "triangle"), per_class=5, seed=9, patterns=(1, 2)
+    )
+    r = run("evaluate", "ck.zip", "--data", str(held), "--json")  # another folder, a class missing
+    assert r.exit_code == 0, r.output + r.stderr
+    res = json.loads(r.stdout)
+    assert res["samples"] == 10 and res["split"] == "all" and res["accuracy"] >= 0.9
     images = sorted((folder / "square").glob("*"))[:4]
     r = run("predict", "ck.zip", *images, str(folder / "circle"), "--top-k", "2", "--json")
     assert r.exit_code == 0, r.output + r.stderr
@@ -160,3 +167,14 @@ def test_bad_data_specs_are_usage_errors(run, tmp_path):
     assert r.exit_code == 2 and "imagefolder:DIR" in r.stderr
     r = run("mlp", "--data", "npz:missing.npz")
     assert r.exit_code == 2 and "no such npz file" in r.stderr
+
+
+def test_regression_is_a_usage_error_pointing_to_python(run, tmp_path):
+    (tmp_path / "r.csv").write_text("a,y\n1,0.5\n2,1.5\n3,2.0\n")
+    r = run("mlp", "--data", "csv:r.csv", "--task", "regression")
+    assert r.exit_code == 2 and "Model.fit" in r.stderr
+
+
+def test_list_names_the_own_forms(run):
+    r = run("--list")
+    assert r.exit_code == 0 and "imagefolder:DIR" in r.stdout and "file.py:Name" in r.stdout

@@ -192,3 +192,28 @@ def test_seeded_runs_repeat_exactly_with_dropout():
         pm.compile([tx], is_train=True)
         runs.append([pm(tx, ty)[1].to_numpy().copy() for _ in range(3)])
     np.testing.assert_array_equal(np.array(runs[0]), np.array(runs[1]))
+
+
+def test_summary_shows_the_trainable_fraction():
+    pm = get_peft_model(_mlp(), LinearLoraConfig(r=2, target_layers=["linear1"]))
+    text = pm.summary(print_fn=None)
+    base, trainable = 6 * 5 + 5 + 5 * 3 + 3, 2 * 6 + 5 * 2
+    assert f"Trainable params: {trainable:,}" in text
+    assert f"Non-trainable params: {base:,}" in text
+    assert f"Trainable fraction: {100 * trainable / (base + trainable):.2f}%" in text
+
+
+def test_merge_and_unload_function_needs_no_tuner():
+    from singa.peft import merge_and_unload
+
+    m = _mlp()
+    pm = get_peft_model(m, LinearLoraConfig(r=2, target_layers="*"))
+    for t in pm.get_params().values():
+        t.set_value(0.25)
+    tx, _ = _data()
+    pm.eval()
+    want = pm(tx).to_numpy()
+    assert merge_and_unload(m) is m
+    assert type(m.linear1) is layer.Linear and type(m.linear2) is layer.Linear
+    assert "linear1.W" in m.get_states()
+    np.testing.assert_allclose(m(tx).to_numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
