@@ -12,7 +12,7 @@ import numpy as np
 
 from cli.config import TrainConfig
 from cli.errors import CliError
-from singa import data, device, opt, tensor, zoo
+from singa import data, device, opt, tensor
 from singa.model import checkpoint
 
 __all__ = [
@@ -50,9 +50,18 @@ def make_device(name: str) -> device.Device:
     return device.create_cuda_gpu()
 
 
-def load_data(name: str, data_dir: str | None, download: bool, progress: bool) -> data.Dataset:
-    """Load a dataset; a missing one is a one-line :class:`CliError` with the full
-    explanation (where singa looked, how to get the files) as its details."""
+def load_data(
+    name: str, data_dir: str | None, download: bool, progress: bool, options: dict | None = None
+) -> Any:
+    """Load a dataset, or the user data of a spec (``imagefolder:DIR``, ``npz:FILE``,
+    ``csv:FILE``; ``options`` are :func:`singa.data.load_user_data`'s); a missing one is a
+    one-line :class:`CliError` with the full explanation (where singa looked, how to get
+    the files) as its details."""
+    if data.parse_data_spec(name) is not None:
+        try:
+            return data.load_user_data(name, **(options or {}))
+        except (OSError, ValueError) as e:
+            raise CliError(str(e).splitlines()[0], details=str(e)) from e
     try:
         return data.load(name, data_dir=data_dir, download=download, progress=progress)
     except data.DatasetNotFoundError as e:
@@ -124,12 +133,12 @@ def count_params(model: Any) -> int:
     return sum(t.size() for t in model.get_params().values())
 
 
-def create_model(name: str, info: data.DatasetInfo) -> zoo.Classifier:
-    """The zoo model ``name`` for the dataset's classes, channels and image size."""
-    image_size = info.image_size if len(info.image_size) == 2 else None
-    return zoo.create(
-        name, num_classes=info.num_classes, num_channels=info.num_channels, image_size=image_size
-    )
+def create_model(name: str, info: data.DatasetInfo, model_args: Any = ()) -> Any:
+    """The model ``name`` (a zoo name or a ``file.py:Name`` / ``module:Name`` spec) for
+    the dataset's classes, channels and image size, with ``--model-arg`` settings."""
+    from cli.model_spec import build_model
+
+    return build_model(name, info, model_args)
 
 
 def placeholder(batch: int, info: data.DatasetInfo, dev: device.Device) -> tensor.Tensor:

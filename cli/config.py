@@ -90,6 +90,17 @@ class TrainConfig:
     quiet: bool = False
     verbose: bool = False
     debug: bool = False
+    # your own model and data (cli.user_options)
+    model_args: tuple = ()
+    val_split: float = 0.1
+    channels: str | None = None
+    image_size: str | None = None
+    target: str | None = None
+    task: str = "classification"
+    skip_bad: bool = False
+    workers: int = 0
+    init: str | None = None
+    freeze: tuple = ()
     extra: dict = field(default_factory=dict)
 
     # ----- derived values -----------------------------------------------------------------
@@ -125,7 +136,7 @@ class TrainConfig:
         """The settings as a JSON dict (stored in checkpoints and the log)."""
         d = dataclasses.asdict(self)
         d.pop("extra")
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
     def trajectory(self) -> dict:
         """The settings that shape the training trajectory, with defaults resolved."""

@@ -27,6 +27,8 @@ import click
 
 from cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from cli.predict import predict as predict_command
+from cli.user_options import DataType, ModelType, user_options
 from singa import __version__, data, zoo
 
 __all__ = ["cli", "train", "evaluate", "export", "main"]
@@ -60,7 +62,7 @@ class _TrainCommand(click.Command):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         prog = ctx.command_path
         formatter.write(
-            f"Usage: {prog} [MODEL] [OPTIONS]\n       {prog} evaluate|export CHECKPOINT [OPTIONS]\n"
+            f"Usage: {prog} [MODEL] [OPTIONS]\n       {prog} evaluate|export|predict CHECKPOINT [OPTIONS]\n"
         )
 
 
@@ -87,6 +89,8 @@ def _list_and_exit(ctx: click.Context, param: click.Parameter, value: bool) -> N
             "synthetic": "generated random class templates plus noise (1024 train / 256 test)",
         }.get(name, "")
         click.echo(f"  {name:<19} {info.num_classes} classes, {shape}; {where}")
+    click.echo("your own: MODEL as path/to/file.py:Name or package.module:Name (--model-arg k=v);")
+    click.echo("  --data imagefolder:DIR (or DIR), npz:FILE, csv:FILE (see README, 'Your own data')")
     ctx.exit(0)
 
 
@@ -97,8 +101,8 @@ def _lr_help() -> str:
     return ", ".join(f"{lr:g} for {'/'.join(ks)}" for lr, ks in by_lr.items())
 
 
-def _model_type() -> click.Choice:
-    return click.Choice(zoo.names(), case_sensitive=False)
+def _model_type() -> click.ParamType:
+    return ModelType()
 
 
 class _FiniteFloatRange(click.FloatRange):
@@ -126,8 +130,9 @@ def _data_dir_type() -> click.Path:
 @click.argument("model", required=False, type=_model_type(), metavar="MODEL")
 @click.option(
     "--data",
-    type=click.Choice(_DATASETS, case_sensitive=False),
-    help="Dataset.  [default: fashion-mnist-mini]",
+    type=DataType(),
+    help="Dataset name, or your own: imagefolder:DIR (or DIR), npz:FILE, csv:FILE.  "
+    "[default: fashion-mnist-mini]",
 )
 @click.option("--data-dir", type=_data_dir_type(), help="Folder to look for the dataset's files in first.")
 @click.option(
@@ -250,11 +255,12 @@ def _data_dir_type() -> click.Path:
     help="List the models and datasets, then exit.",
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
+@user_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
-    """Train MODEL (default: cnn) on a dataset, printing a progress bar, a line per
-    epoch (train loss and accuracy, validation loss and accuracy, time, samples/s)
-    and a summary."""
+    """Train MODEL (default: cnn; a zoo name, path/to/file.py:Name or package.module:Name)
+    on a dataset, printing a progress bar, a line per epoch (train loss and accuracy,
+    validation loss and accuracy, time, samples/s) and a summary."""
     cfg, explicit = _merge_settings(ctx, config_file, opts)
     from cli import dist
     from cli.trainer import Trainer
@@ -335,7 +341,7 @@ def _build_config(merged: dict[str, Any]) -> TrainConfig:
     cfg = TrainConfig()
     for k, v in merged.items():
         if hasattr(cfg, k) and k != "extra":
-            if isinstance(v, str) and k in ("model", "data", "optimizer", "scheduler", "device"):
+            if isinstance(v, str) and k in ("optimizer", "scheduler", "device"):
                 v = v.lower()
             setattr(cfg, k, v)
     return cfg
@@ -356,11 +362,7 @@ def _common_checkpoint_options(f: Any) -> Any:
     f = click.option(
         "--device", type=click.Choice(["cpu", "gpu"], case_sensitive=False), default="cpu", show_default=True
     )(f)
-    f = click.option(
-        "--data",
-        type=click.Choice(_DATASETS, case_sensitive=False),
-        help="Dataset (default: the checkpoint's).",
-    )(f)
+    f = click.option("--data", type=DataType(), help="Dataset (default: the checkpoint's).")(f)
     f = click.option("--model", "model_name", type=_model_type(), help="Model (default: the checkpoint's).")(
         f
     )
@@ -438,6 +440,9 @@ def export(
         f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
         f"({time.perf_counter() - t0:.1f}s)"
     )
+
+
+cli.add_command(predict_command)
 
 
 def main(argv: list[str] | None = None) -> None:

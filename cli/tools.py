@@ -19,6 +19,7 @@ from cli.common import (
     read_run_state,
 )
 from cli.errors import CliError
+from cli.user_options import stored_data_options
 from singa import data as sdata
 from singa import sonnx
 from singa.model.checkpoint import CheckpointError
@@ -31,7 +32,17 @@ def _info_from(run: dict | None, data_name: str | None) -> sdata.DatasetInfo:
     it has one and ``data_name`` does not override it, else the registry's."""
     stored = (run or {}).get("dataset") or {}
     if data_name is None and stored:
-        base = sdata.dataset_info(stored["name"]) if stored.get("name") != "synthetic" else None
+        known = stored.get("name") in sdata.available_datasets() and stored.get("name") != "synthetic"
+        base = sdata.dataset_info(stored["name"]) if known else None
+        if stored.get("class_names"):  # user data: the class names kept in the checkpoint
+            return sdata.DatasetInfo(
+                stored["name"],
+                int(stored["num_classes"]),
+                int(stored["num_channels"]),
+                tuple(int(v) for v in stored["image_size"]),
+                tuple(str(c) for c in stored["class_names"]),
+                base.splits if base else ("train", "val"),
+            )
         return sdata.DatasetInfo(
             stored["name"],
             int(stored["num_classes"]),
@@ -58,7 +69,8 @@ def load_checkpoint_model(path: str, model_name: str | None, data_name: str | No
         raise CliError(f"{path} holds no singa-train run state: give --model (and --data)")
     info = _info_from(run, data_name)
     dev.set_rand_seed(0)
-    model = create_model(name, info)
+    model_args = cfg.get("model_args") or () if name == cfg.get("model") else ()
+    model = create_model(name, info, model_args)
     try:
         model.compile(
             [placeholder(1, info, dev)],
@@ -94,7 +106,7 @@ def evaluate_checkpoint(
     """Loss and accuracy of a checkpoint's model on a split of its dataset."""
     dev = make_device(device)
     model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
-    ds = load_data(data_name or info.name, data_dir, download, progress=False)
+    ds = load_data(data_name or info.name, data_dir, download, False, stored_data_options(run, info))
     if ds.info.num_classes != info.num_classes or ds.info.sample_shape != info.sample_shape:
         raise CliError(
             f"{ds.info.name} ({ds.info.num_classes} classes, {ds.info.sample_shape}) does not fit the "

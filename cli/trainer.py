@@ -14,7 +14,6 @@ are bitwise those of an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import signal
 import threading
@@ -42,6 +41,7 @@ from cli.dist import DistRun
 from cli.errors import CliError, Interrupted
 from cli.guards import check_loss, check_params, val_batches
 from cli.output import Console, JsonLog, Progress, fmt_time, format_epoch, matplotlib_available, write_plot
+from cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
 from singa import data, image_tool, sonnx, tensor
 from singa.dist.launch import STOP_SIGNAL
 from singa.model.checkpoint import CheckpointError
@@ -140,6 +140,7 @@ _RESUMED_SETTINGS = (
     "epochs",
     "precision",
     "augment",
+    *RESUMED_USER_SETTINGS,
 )
 
 
@@ -244,13 +245,16 @@ class Trainer:
         dist.only_main_writes(cfg)
         self._prepare_outputs()
         dev = make_device(cfg.device)
-        ds = dist.rank_first(lambda: load_data(cfg.data, cfg.data_dir, cfg.download, progress=not cfg.quiet))
+        ds = dist.rank_first(
+            lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
+        )
         info = ds.info
-        if cfg.augment and ds.x_train.ndim != 4:
+        report_skipped(ds, self.out.warn)
+        if cfg.augment and len(info.sample_shape) != 3:
             raise CliError(
-                f"--augment needs image data (N, C, H, W); {cfg.data} has shape {ds.x_train.shape}"
+                f"--augment needs image data (C, H, W); {cfg.data} has samples {info.sample_shape}"
             )
-        mean, std = data.channel_mean_std(ds.x_train)
+        mean, std = train_stats(ds)
         train = dist.loader(
             ds.x_train,
             ds.y_train,
@@ -261,8 +265,16 @@ class Trainer:
             mean=mean,
             std=std,
             transform=image_tool.augment_batch if cfg.augment else None,
+            workers=cfg.workers,
         )
-        val = dist.loader(ds.x_test, ds.y_test, eval_batch_size(cfg.batch_size, info), mean=mean, std=std)
+        val = dist.loader(
+            ds.x_test,
+            ds.y_test,
+            eval_batch_size(cfg.batch_size, info),
+            mean=mean,
+            std=std,
+            workers=cfg.workers,
+        )
         steps = len(train)
         if steps == 0:
             raise CliError(
@@ -271,7 +283,7 @@ class Trainer:
             )
         dev.set_rand_seed(cfg.seed)
         try:
-            model = create_model(cfg.model, info)
+            model = create_model(cfg.model, info, cfg.model_args)
         except ValueError as e:
             raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
         optimizer = dist.optimizer(make_optimizer(cfg, steps))
@@ -289,6 +301,7 @@ class Trainer:
                 f"{cfg.model} does not fit {cfg.data} ({'x'.join(map(str, info.sample_shape))}): {e}"
             ) from e
 
+        fine_tune(model, cfg, self.out, resuming=bool(cfg.resume))
         state = RunState()
         if cfg.resume:
             try:
@@ -387,6 +400,7 @@ class Trainer:
                 "num_classes": info.num_classes,
                 "num_channels": info.num_channels,
                 "image_size": list(info.image_size),
+                "class_names": list(info.class_names),
             },
             "normalization": {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std]},
             "steps_per_epoch": self.steps,
@@ -406,9 +420,10 @@ class Trainer:
 
     # ----- the loop -------------------------------------------------------------------------------
     def _batches(self, epoch: int, skip: int) -> Iterator:
-        self.train_loader.set_epoch(epoch)
-        it = iter(self.train_loader)
-        return itertools.islice(it, skip, None) if skip else it
+        """Epoch ``epoch`` from its batch ``skip`` on (the skipped ones are not built)."""
+        loader = self.train_loader
+        loader.load_state_dict({**loader.state_dict(), "epoch": epoch, "batch": skip})
+        return iter(loader)
 
     def _loop(self, state: RunState, log: JsonLog) -> dict:
         cfg, out, model, dev = self.cfg, self.out, self.model, self.dev

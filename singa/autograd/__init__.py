@@ -54,6 +54,7 @@ from singa.autograd.engine import (  # noqa: E402
     no_grad,
     unbroadcast,
 )
+from singa.autograd.gated import *  # noqa: E402,F403
 from singa.autograd.indexing import *  # noqa: E402,F403
 from singa.autograd.indexing_nd import *  # noqa: E402,F403
 from singa.autograd.linalg import *  # noqa: E402,F403

@@ -25,7 +25,7 @@ from singa.autograd.jit import kernel
 from singa.autograd.linalg import ones_vector
 from singa.tensor import Tensor
 
-__all__ = ["batchnorm_2d", "layer_norm"]
+__all__ = ["batchnorm_2d", "layer_norm", "rms_norm"]
 
 
 def _chan_sum(x3: Any) -> Any:
@@ -522,3 +522,69 @@ def layer_norm(x: Tensor, scale: Tensor, bias: Tensor | None, axis: int = -1, ep
             )
     op = LayerNorm(ax, eps)
     return (op(x, scale) if bias is None else op(x, scale, bias))[0]
+
+
+class RMSNorm(Operation):
+    """ONNX RMSNormalization: ``y = x / sqrt(mean(x^2) + eps) * scale``, the mean over
+    the axes ``axis``..end (no centring, no bias); ``scale`` broadcasts to x.shape[axis:]
+    or is left out."""
+
+    def __init__(self, axis: int = -1, eps: float = 1e-6):
+        super().__init__()
+        self.axis = axis
+        self.eps = float(eps)
+
+    def forward(self, x, scale=None):
+        xp = array_module(x)
+        inner = x.shape[self.axis :]
+        x2 = x.reshape(-1, math.prod(inner))
+        r = 1.0 / xp.sqrt((x2 * x2).mean(axis=1, keepdims=True) + self.eps)
+        xhat = x2 * r.astype(x.dtype, copy=False)
+        s2 = (
+            None
+            if scale is None
+            else xp.broadcast_to(scale.astype(x.dtype, copy=False), inner).reshape(1, -1)
+        )
+        y = xhat if s2 is None else xhat * s2
+        if self.requires_grad:
+            self.cache = (xhat, r, s2, None if scale is None else scale.shape)
+        return y.reshape(x.shape)
+
+    def backward(self, dy):
+        xhat, r, s2, sshape = self.cache
+        dy2 = dy.reshape(xhat.shape)
+        dx = dscale = None
+        if sshape is not None and self.needs_grad[1]:
+            dscale = unbroadcast((dy2 * xhat).sum(axis=0).reshape(dy.shape[self.axis :]), sshape)
+        if self.needs_grad[0]:
+            g = dy2 if s2 is None else dy2 * s2
+            g = g - xhat * (g * xhat).mean(axis=1, keepdims=True)
+            g *= r.astype(g.dtype, copy=False)
+            dx = g.reshape(dy.shape)
+        return (dx,) if sshape is None else (dx, dscale)
+
+
+def rms_norm(x: Tensor, scale: Tensor | None = None, axis: int = -1, eps: float = 1e-6) -> Tensor:
+    """Root-mean-square normalisation (ONNX RMSNormalization, PyTorch's ``rms_norm``):
+    ``x / sqrt(mean(x^2 over axes axis..end) + eps) * scale``; ``scale`` has shape
+    x.shape[axis:] (or broadcasts to it) or is None."""
+    if x.data.dtype.kind != "f":
+        check_same_dtype("rms_norm", x, floating=True)
+    r = x.ndim()
+    if not -r <= axis < r:
+        raise ValueError(f"rms_norm: axis {axis} is out of range for x of shape {x.shape}")
+    ax = axis + r if axis < 0 else axis
+    if not eps >= 0:
+        raise ValueError(f"rms_norm: eps must be >= 0, got {eps}")
+    if scale is None:
+        return RMSNorm(ax, eps)(x)[0]
+    inner = tuple(x.shape[ax:])
+    try:
+        ok = np.broadcast_shapes(tuple(scale.shape), inner) == inner
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"rms_norm: scale of shape {scale.shape} does not fit x of shape {x.shape} at axis {axis}"
+        )
+    return RMSNorm(ax, eps)(x, scale)[0]

@@ -38,7 +38,7 @@ from singa.data.idx import DataFormatError, read_idx
 from singa.data.image_batch_iter import ImageBatchIter
 from singa.data.image_folder import IMG_EXTENSIONS, ImageFolder, find_classes, read_image
 from singa.data.loader import DataLoader, channel_mean_std, dataset_mean_std
-from singa.data.user_data import SPEC_KINDS, UserData, load_user_data, parse_data_spec
+from singa.data.user_data import SPEC_KINDS, UserData, as_samples, load_user_data, parse_data_spec
 from singa.data.worker_pool import WorkerError
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "WorkerError",
     "SPEC_KINDS",
     "UserData",
+    "as_samples",
     "load_user_data",
     "parse_data_spec",
     "collate",

@@ -35,7 +35,7 @@ from singa.data.idx import DataFormatError
 from singa.data.image_folder import ImageFolder
 from singa.data.loader import channel_mean_std, dataset_mean_std
 
-__all__ = ["SPEC_KINDS", "UserData", "load_user_data", "parse_data_spec"]
+__all__ = ["SPEC_KINDS", "UserData", "as_samples", "load_user_data", "parse_data_spec"]
 
 SPEC_KINDS = ("imagefolder", "npz", "csv")
 
@@ -90,9 +90,12 @@ def load_user_data(
     skip_bad: bool = False,
     workers: int = 0,
     stats_limit: int = 5000,
+    stats: bool = True,
 ) -> UserData:
     """Load the data named by ``spec`` (see the module's description). Bad data raises
-    :class:`DataFormatError` (a ``ValueError``) or ``FileNotFoundError`` naming the file."""
+    :class:`DataFormatError` (a ``ValueError``) or ``FileNotFoundError`` naming the file.
+    ``stats=False`` skips the image statistics pass (``mean`` 0, ``std`` 1: for callers
+    that have the training run's normalisation)."""
     parsed = parse_data_spec(spec)
     if parsed is None:
         raise ValueError(f"{spec!r} is not a data spec (imagefolder:DIR, npz:FILE or csv:FILE)")
@@ -184,8 +187,11 @@ def _image_folder(
     if val is None:
         tr, va = stratified_split(train.targets, val_split, seed)
         train, val = train.subset(tr), train.subset(va)
-    mean, std = dataset_mean_std(train, max_samples=stats_limit, seed=seed, workers=workers)
-    std = np.where(std > 0, std, np.float32(1)).astype(np.float32)
+    if stats_limit > 0:
+        mean, std = dataset_mean_std(train, max_samples=stats_limit, seed=seed, workers=workers)
+        std = np.where(std > 0, std, np.float32(1)).astype(np.float32)
+    else:
+        mean, std = np.zeros(train.channels, np.float32), np.ones(train.channels, np.float32)
     info = DatasetInfo(
         spec,
         len(train.classes),
@@ -228,7 +234,10 @@ def _npz_arrays(path: str) -> dict[str, np.ndarray]:
         raise DataFormatError(f"{path}: not a readable npz file ({e})") from None
 
 
-def _samples(x: np.ndarray, path: str, key: str) -> np.ndarray:
+def as_samples(x: np.ndarray, path: str, key: str) -> np.ndarray:
+    """Samples of an npz array as the loaders give them: float32, uint8 scaled to
+    [0, 1], (N, H, W) with a channel axis added; NaN or non-numeric arrays raise
+    :class:`DataFormatError` naming ``path`` and ``key``."""
     if x.ndim < 2 or x.dtype.kind not in "uif":
         raise DataFormatError(f"{path}: {key} must be a numeric array (N, ...), got {x.dtype} {x.shape}")
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
@@ -252,19 +261,19 @@ def _read_npz(path: str, val_split: float, seed: int) -> tuple:
     z = _npz_arrays(path)
     if "x_train" in z and "y_train" in z:
         vx = next((k for k in ("x_val", "x_test") if k in z), None)
-        xtr = _samples(z["x_train"], path, "x_train")
+        xtr = as_samples(z["x_train"], path, "x_train")
         ytr = _labels(z["y_train"], len(xtr), path, "y_train")
         if vx is not None:
             vy = "y" + vx[1:]
             if vy not in z:
                 raise DataFormatError(f"{path}: has {vx} but no {vy}")
-            xva = _samples(z[vx], path, vx)
+            xva = as_samples(z[vx], path, vx)
             yva = _labels(z[vy], len(xva), path, vy)
             train, val = ArrayDataset(xtr, ytr), ArrayDataset(xva, yva)
         else:
             train, val = _split(ArrayDataset(xtr, ytr), val_split, seed)
     elif "x" in z and "y" in z:
-        x = _samples(z["x"], path, "x")
+        x = as_samples(z["x"], path, "x")
         train, val = _split(ArrayDataset(x, _labels(z["y"], len(x), path, "y")), val_split, seed)
     else:
         raise DataFormatError(f"{path}: needs arrays x_train and y_train (or x and y); it has {', '.join(z)}")

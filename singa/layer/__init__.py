@@ -26,7 +26,7 @@ from singa.layer.conv import (
     SeparableConv2d,
 )
 from singa.layer.linear import Embedding, Gemm, Linear
-from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm
+from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm, RMSNorm
 from singa.layer.position import PatchEmbedding, PositionalEmbedding, SinusoidalPositionalEncoding
 from singa.layer.rnn import LSTM, RNN, RNN_Base
 from singa.layer.rnn_gru import GRU, CudnnRNN

@@ -134,6 +134,10 @@ class Conv2d(Layer):
         else:
             adopt((self.W, self.b), x)
 
+    def pads_for(self, x: Tensor) -> tuple:
+        """The (top, left, bottom, right) pads this layer applies to input ``x``."""
+        return _pads(self, x)
+
     def forward(self, x: Tensor) -> Tensor:
         """The convolution of ``x`` (N, in_channels, H, W)."""
         if x.ndim() != 4 or x.shape[1] != self.in_channels:

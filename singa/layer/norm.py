@@ -1,15 +1,17 @@
-"""Normalization and regularization layers: BatchNorm2d, LayerNorm, Dropout."""
+"""Normalization and regularization layers: BatchNorm2d, LayerNorm, RMSNorm, Dropout."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from singa import autograd
 from singa.layer._util import adopt, new_buffer, new_param
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 
-__all__ = ["BatchNorm2d", "LayerNorm", "Dropout"]
+__all__ = ["BatchNorm2d", "LayerNorm", "RMSNorm", "Dropout"]
 
 
 class BatchNorm2d(Layer):
@@ -165,3 +167,45 @@ class Dropout(Layer):
 
     def __repr__(self) -> str:
         return f"Dropout(ratio={self.ratio})"
+
+
+class RMSNorm(Layer):
+    """Root-mean-square normalisation over the trailing dims ``normalized_shape``
+    (PyTorch's ``nn.RMSNorm``): ``x / sqrt(mean(x^2) + eps) * weight``, ``weight``
+    starting at 1 (no weight with ``elementwise_affine=False``). ``eps=None`` is the
+    input dtype's machine epsilon, as PyTorch's."""
+
+    def __init__(
+        self,
+        normalized_shape: Any,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        name: str | None = None,
+    ):
+        super().__init__(name)
+        shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if not shape or any(s <= 0 for s in shape):
+            raise ValueError(f"RMSNorm: normalized_shape must be positive sizes, got {normalized_shape}")
+        self.normalized_shape = shape
+        self.eps = None if eps is None else float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        self.weight: Tensor | None = new_param(shape).set_value(1.0) if elementwise_affine else None
+
+    def initialize(self, x: Tensor) -> None:
+        """Move ``weight`` to the input's device and float dtype."""
+        adopt((self.weight,), x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise each sample over the trailing dims."""
+        n = len(self.normalized_shape)
+        if x.ndim() < n or tuple(x.shape[x.ndim() - n :]) != self.normalized_shape:
+            raise ValueError(
+                f"RMSNorm: expected trailing dims {self.normalized_shape}, got input of shape {x.shape}"
+            )
+        eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
+        return autograd.rms_norm(x, self.weight, axis=x.ndim() - n, eps=eps)
+
+    def __repr__(self) -> str:
+        return (
+            f"RMSNorm({self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine})"
+        )

@@ -84,6 +84,8 @@ class Model(Layer):
         self.precision = "float32"
         self.fold_batchnorm = False
         self._states_version = 0  # advanced whenever the model's states may have changed
+        self.stop_training = False  # a fit callback sets it to end the run after the batch
+        self.input_shapes: list | None = None  # one sample's shape per input, set by compile
 
     # ----- what subclasses define ---------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
@@ -145,6 +147,7 @@ class Model(Layer):
             if n in states:
                 states[n].data[...] = arr
         self.name_states()
+        self.input_shapes = [tuple(t.shape[1:]) for t in inputs]
         if precision is not None:
             _precision.set_precision(self, precision)
         self._share_rank0_states()
@@ -329,6 +332,44 @@ class Model(Layer):
         while len(self._graphs) > MAX_GRAPHS:
             self._graphs.popitem(last=False)
         return result
+
+    # ----- training loops (singa.model.fit) and summary (singa.model.summary) ----------------
+    def fit(self, x: Any, y: Any = None, **kwargs: Any) -> Any:
+        """Train on ``x`` (a numpy array with targets ``y``, a DataLoader, or any
+        iterable of ``(x, y)`` batches) through this model's ``train_one_batch``;
+        returns a :class:`singa.callbacks.History`. Keras's keywords: ``batch_size=32,
+        epochs=1, validation_data=None, validation_split=0.0, shuffle=True, seed=None,
+        callbacks=(), initial_epoch=0, steps_per_epoch=None, verbose=1``, plus
+        ``accumulate=k`` (one update from k batches' gradients), ``metrics=[...]``,
+        ``loss=`` (the validation loss), ``use_graph=True`` (for a model compiled here,
+        on the first batch) and ``time_budget=seconds`` (see :mod:`singa.model.fit`)."""
+        from singa.model import fit as _fit
+
+        return _fit.fit(self, x, y, **kwargs)
+
+    def evaluate(self, x: Any, y: Any = None, **kwargs: Any) -> dict:
+        """``{"loss": ..., <metric>: ...}`` over the data in evaluation mode, summed in
+        float64 over every sample (keywords ``batch_size``, ``steps``, ``metrics``,
+        ``loss``, ``callbacks``; see :func:`singa.model.fit.evaluate`)."""
+        from singa.model import fit as _fit
+
+        return _fit.evaluate(self, x, y, **kwargs)
+
+    def predict(self, x: Any, **kwargs: Any) -> Any:
+        """The outputs for ``x`` as one numpy array, computed batch by batch in
+        evaluation mode (the mode found is restored); keywords ``batch_size``, ``steps``."""
+        from singa.model import fit as _fit
+
+        return _fit.predict(self, x, **kwargs)
+
+    def summary(self, input_shape: Any = None, *, print_fn: Any = print, dtype: Any = None) -> str:
+        """Print and return a table of every layer (dotted name, type, output shape,
+        parameters, trainable) with totals, parameter bytes and multiply-accumulates
+        per sample; ``input_shape`` is one sample's shape (or a list of them), needed
+        unless the model has run (see :mod:`singa.model.summary`)."""
+        from singa.model import summary as _summary
+
+        return _summary.summary(self, input_shape, print_fn=print_fn, dtype=dtype)
 
     # ----- delegations ---------------------------------------------------------------------------
     def save_states(self, fpath: str, aux_states: dict | None = None, *, compress: bool = False) -> None:

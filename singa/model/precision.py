@@ -47,7 +47,17 @@ from typing import Any
 import numpy as np
 
 import singa.autograd as _ag
-from singa.autograd import activation, conv, conv_transpose, linalg, loss, normalization, pooling, reduction
+from singa.autograd import (
+    activation,
+    attention,
+    conv,
+    conv_transpose,
+    linalg,
+    loss,
+    normalization,
+    pooling,
+    reduction,
+)
 from singa.autograd.elementwise import Cast
 from singa.layer import norm as _norm_layers
 from singa.opt.scaler import LossScaler
@@ -81,6 +91,9 @@ FLOAT32_OPERATIONS: dict[type, tuple[int, ...] | None] = {
     activation.LogSoftMax: None,
     normalization.BatchNorm2d: (0, 1, 2),
     normalization.LayerNorm: None,
+    normalization.RMSNorm: None,
+    attention.ScaledDotProductAttention: None,
+    attention.MaskedSoftMax: None,
     reduction.ReduceSum: None,
     reduction.ReduceMean: None,
     pooling.GlobalAvgPool: None,
@@ -106,7 +119,7 @@ FLOAT32_ACCUMULATE: frozenset = frozenset(
 
 #: layers whose parameters are not cast to the compute dtype (they feed float32
 #: operators only); their buffers (running statistics) stay float32 under "mixed"
-FLOAT32_LAYERS: tuple[type, ...] = (_norm_layers.BatchNorm2d, _norm_layers.LayerNorm)
+FLOAT32_LAYERS: tuple[type, ...] = (_norm_layers.BatchNorm2d, _norm_layers.LayerNorm, _norm_layers.RMSNorm)
 
 PRECISIONS = ("float32", "mixed", "float16")
 

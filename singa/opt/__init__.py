@@ -2,7 +2,8 @@
 
 ``SGD``, ``Adam``, ``AdamW``, ``RMSProp`` and ``AdaGrad`` follow PyTorch's update
 formulas and update parameters in place. Each takes ``lr`` as a number or a
-scheduler (``Constant``, ``ExponentialDecay``, ``StepDecay``, ``CosineDecay``, all
+scheduler (``Constant``, ``ExponentialDecay``, ``StepDecay``, ``CosineDecay``,
+``PolynomialDecay``, ``OneCycle``, all
 with optional warm-up) that advances once per ``backward_and_update``, and an
 optional ``clip_norm`` (gradient clipping by global norm). ``LossScaler`` is
 dynamic loss scaling for float16 training (``Model.compile(..., precision="mixed")``).
@@ -29,6 +30,8 @@ from singa.opt.schedulers import (
     CosineDecay,
     DecayScheduler,
     ExponentialDecay,
+    OneCycle,
+    PolynomialDecay,
     Scheduler,
     StepDecay,
 )
@@ -46,6 +49,8 @@ __all__ = [
     "ExponentialDecay",
     "StepDecay",
     "CosineDecay",
+    "PolynomialDecay",
+    "OneCycle",
     "LossScaler",
     "clip_by_global_norm",
     "DistOpt",

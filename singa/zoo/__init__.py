@@ -16,6 +16,8 @@ The size-dependent ones (AlexNet, the ResNets, Xception) adapt their stem to the
 ``resnet34``     ResNet-34 (basic blocks)
 ``resnet50``     ResNet-50 (bottleneck blocks)
 ``xceptionnet``  Xception
+``vit``          Vision Transformer: patches 7x7 (28x28) / 4x4 (32x32), 6 blocks, width 128
+``gpt``          character/byte language model: 4 blocks, 4 heads, width 128, context 128
 =============== ==================================================================
 
 Example::
@@ -31,12 +33,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from singa.zoo import alexnet, cnn, mlp, resnet, xceptionnet
+from singa.zoo import alexnet, cnn, gpt, mlp, resnet, vit, xceptionnet
 from singa.zoo.alexnet import AlexNet
 from singa.zoo.base import SMALL_IMAGE, Classifier
 from singa.zoo.cnn import CNN
+from singa.zoo.gpt import GPT
 from singa.zoo.mlp import MLP
 from singa.zoo.resnet import CifarResNet, ResNet, resnet8, resnet18, resnet20, resnet34, resnet50
+from singa.zoo.vit import ViT
 from singa.zoo.xceptionnet import Xception
 
 __all__ = [
@@ -48,6 +52,8 @@ __all__ = [
     "ResNet",
     "CifarResNet",
     "Xception",
+    "ViT",
+    "GPT",
     "resnet8",
     "resnet20",
     "resnet18",
@@ -120,3 +126,5 @@ register("resnet18", resnet18, "ResNet-18 (basic blocks 2-2-2-2, 64..512 channel
 register("resnet34", resnet34, "ResNet-34 (basic blocks 3-4-6-3, 64..512 channels)")
 register("resnet50", resnet50, "ResNet-50 (bottleneck blocks 3-4-6-3, 256..2048 channels)")
 register("xceptionnet", Xception, "Xception (depthwise separable convolutions, 36 conv layers)")
+register("vit", ViT, "Vision Transformer: patch 7 on 28x28 / 4 on 32x32, 6 pre-norm blocks, width 128")
+register("gpt", GPT, "decoder-only char/byte language model: 4 blocks, 4 heads, width 128, context 128, tied")

@@ -395,3 +395,41 @@ def test_batchnorm_shift_is_the_mean_of_the_first_samples(channels_last, n):
     want = x[: min(n, 8)].astype(np.float64).mean(axis=(0, 2, 3))
     got = N._first_rows_mean(N._kernel_rows(lay, x), lay)  # float32 partial sums, float64 total
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ----- rms_norm ------------------------------------------------------------------------------
+def rms_ref(x, scale, axis, eps):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    return y if scale is None else y * scale
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_rms_norm_forward_and_gradcheck(axis):
+    x = rng.standard_normal((2, 3, 4)) + 0.5
+    scale = rng.standard_normal(x.shape[axis:])
+    y = autograd.rms_norm(const(x), const(scale), axis=axis, eps=1e-5).to_numpy()
+    np.testing.assert_allclose(y, rms_ref(x, scale, axis, 1e-5), rtol=1e-12)
+    gradcheck(lambda a, s: autograd.rms_norm(a, s, axis=axis, eps=1e-5), [x, scale])
+    gradcheck(lambda a: autograd.rms_norm(a, None, axis=axis, eps=1e-3), [x])
+    y = autograd.rms_norm(const(x), None, axis=axis).to_numpy()
+    np.testing.assert_allclose(y, rms_ref(x, None, axis, 1e-6), rtol=1e-12)
+
+
+def test_rms_norm_matches_torch_and_errors():
+    try:
+        import torch
+        import torch.nn.functional as F
+    except Exception:
+        torch = None
+    x = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    w = rng.standard_normal(6).astype(np.float32)
+    if torch is not None:
+        want = F.rms_norm(torch.from_numpy(x), (6,), torch.from_numpy(w), eps=1e-6).numpy()
+        np.testing.assert_allclose(
+            autograd.rms_norm(const(x, np.float32), const(w, np.float32)).to_numpy(), want, rtol=1e-5
+        )
+    with pytest.raises(ValueError, match="out of range"):
+        autograd.rms_norm(const(x), None, axis=3)
+    with pytest.raises(ValueError, match="does not fit"):
+        autograd.rms_norm(const(x), const(np.ones(5)))

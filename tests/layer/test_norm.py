@@ -144,3 +144,27 @@ def test_train_eval_reach_nested_dropout_and_batchnorm():
     y1, y2 = net(x).to_numpy(), net(x).to_numpy()
     np.testing.assert_array_equal(y1, y2)  # deterministic in eval
     np.testing.assert_array_equal(net.blocks[0].running_mean.to_numpy(), rm)
+
+
+def test_rmsnorm_layer_against_numpy_and_torch():
+    from singa.layer import RMSNorm
+    from singa.tensor import from_numpy as layer_t
+
+    rs = np.random.default_rng(3)
+    x = rs.standard_normal((2, 3, 4)).astype(np.float32)
+    m = RMSNorm(4)
+    m.weight.copy_from(np.linspace(0.5, 2, 4).astype(np.float32))
+    y = m(layer_t(x)).to_numpy()
+    want = x / np.sqrt((x * x).mean(-1, keepdims=True) + np.finfo(np.float32).eps) * np.linspace(0.5, 2, 4)
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+    assert list(m.get_params()) == ["weight"] and RMSNorm((3, 4), elementwise_affine=False).get_params() == {}
+    with pytest.raises(ValueError, match="trailing dims"):
+        m(layer_t(np.zeros((2, 5), np.float32)))
+    try:
+        import torch
+    except Exception:
+        return
+    t = torch.nn.RMSNorm(4)
+    with torch.no_grad():
+        t.weight.copy_(torch.linspace(0.5, 2, 4))
+    np.testing.assert_allclose(y, t(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -128,3 +128,65 @@ def test_clipping_matches_torch():
     assert norm == pytest.approx(float(tnorm), rel=1e-12)
     for c, t in zip(clipped, ts):
         np.testing.assert_allclose(c, t.grad.numpy(), rtol=1e-12)
+
+
+def test_polynomial_decay_keras_formula():
+    sched = opt.PolynomialDecay(1.0, decay_steps=10, end_value=0.1, power=2.0)
+    want = [(1.0 - 0.1) * (1 - min(s, 10) / 10) ** 2 + 0.1 for s in (0, 3, 10, 15)]
+    np.testing.assert_allclose([sched(s) for s in (0, 3, 10, 15)], want)
+    assert sched.horizon() == 10
+    with pytest.raises(ValueError, match="power"):
+        opt.PolynomialDecay(1.0, 10, power=0)
+
+
+def _one_cycle_reference(max_lr, total, pct, div, final_div, step):
+    """PyTorch's OneCycleLR (cos annealing, two phases) written out."""
+    initial, low = max_lr / div, max_lr / div / final_div
+    peak, end = pct * total - 1, total - 1
+
+    def cos(a, b, p):
+        return b + (a - b) / 2 * (math.cos(math.pi * p) + 1)
+
+    if step <= peak:
+        return cos(initial, max_lr, step / peak)
+    return cos(max_lr, low, (step - peak) / (end - peak))
+
+
+def test_one_cycle_formula_and_torch():
+    sched = opt.OneCycle(0.5, total_steps=20, pct_start=0.25)
+    want = [_one_cycle_reference(0.5, 20, 0.25, 25.0, 1e4, s) for s in range(20)]
+    np.testing.assert_allclose([sched(s) for s in range(20)], want, rtol=1e-12)
+    assert sched(4) == pytest.approx(0.5) and sched(0) == pytest.approx(0.02)
+    assert sched(19) == pytest.approx(0.5 / 25 / 1e4) and sched(50) == sched(19)
+    try:
+        import torch
+    except Exception:
+        return
+    p = torch.zeros(1, requires_grad=True)
+    o = torch.optim.SGD([p], lr=0.1)
+    s = torch.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.5, total_steps=20, pct_start=0.25, cycle_momentum=False
+    )
+    got = []
+    for _ in range(20):
+        got.append(o.param_groups[0]["lr"])
+        o.step()
+        s.step() if len(got) < 20 else None
+    np.testing.assert_allclose([sched(i) for i in range(20)], got, rtol=1e-10)
+
+
+def test_stretch_scales_the_original_lengths():
+    sched = opt.CosineDecay(1.0, decay_steps=90, warmup_steps=10)
+    assert sched.horizon() == 100
+    sched.stretch(0.5)
+    assert (sched.warmup_steps, sched.decay_steps, sched.horizon()) == (5, 45, 50)
+    sched.stretch(2.0)  # from the original lengths, not the previous stretch
+    assert (sched.warmup_steps, sched.decay_steps) == (20, 180)
+    step = opt.StepDecay(1.0, step_size=10)
+    step.stretch(0.01)
+    assert step.step_size == 1 and step.horizon() is None
+    cyc = opt.OneCycle(1.0, total_steps=100)
+    cyc.stretch(0.3)
+    assert cyc.total_steps == 30 and cyc.warmup_steps == 0
+    with pytest.raises(ValueError, match="factor"):
+        sched.stretch(0)

@@ -33,7 +33,7 @@ def _trained_step(name: str, c: int, s: int, classes: int = 10, graph: bool = Fa
 
 # ----- registry -----------------------------------------------------------------------------------
 def test_names_lists_every_model_in_order():
-    assert zoo.names() == ALL
+    assert zoo.names() == ALL + ["vit", "gpt"]  # the transformers: tests/zoo/test_transformer_zoo.py
 
 
 def test_describe_and_aliases():

@@ -203,10 +203,29 @@ def handle_lrn(ctx: NodeContext, xs: list) -> Tensor:
     return ew.div(x, ew.pow(base, ctx.const(beta, x.dtype)))
 
 
+def convert_rms_norm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """RMSNormalization (opset 23+), else Mul/ReduceMean/Add/Sqrt/Div (times the scale)."""
+    r = xs[0].ndim
+    if ctx.opset >= 23:
+        scale = ins[1] if len(ins) > 1 else ctx.const(np.ones(xs[0].shape[op.axis :], xs[0].dtype))
+        ctx.node("RMSNormalization", [ins[0], scale], outs, axis=int(op.axis), epsilon=float(op.eps))
+        return
+    x = ins[0]
+    extra, attrs = ctx.axes_arg("ReduceMean", list(range(op.axis, r)), 18)
+    ms = ctx.node("ReduceMean", [ctx.node("Mul", [x, x], 1)[0], *extra], 1, keepdims=1, **attrs)[0]
+    eps = ctx.const(np.asarray(op.eps, xs[0].dtype))
+    rms = ctx.node("Sqrt", [ctx.node("Add", [ms, eps], 1)[0]], 1)[0]
+    if len(ins) == 1:
+        ctx.node("Div", [x, rms], outs)
+        return
+    ctx.node("Mul", [ctx.node("Div", [x, rms], 1)[0], ins[1]], outs)
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     normalization.BatchNorm2d: convert_batchnorm,
     normalization.LayerNorm: convert_layer_norm,
+    normalization.RMSNorm: convert_rms_norm,
 }
 
 IMPORT = {
