@@ -31,6 +31,8 @@ def _info_from(run: dict | None, data_name: str | None) -> sdata.DatasetInfo:
     """The dataset description: the checkpoint's (classes, channels, image size) when
     it has one and ``data_name`` does not override it, else the registry's."""
     stored = (run or {}).get("dataset") or {}
+    if data_name is not None and sdata.parse_data_spec(data_name) is not None:
+        data_name = None  # your own data: the model is the checkpoint's, whatever the data
     if data_name is None and stored:
         known = stored.get("name") in sdata.available_datasets() and stored.get("name") != "synthetic"
         base = sdata.dataset_info(stored["name"]) if known else None
@@ -106,26 +108,28 @@ def evaluate_checkpoint(
     """Loss and accuracy of a checkpoint's model on a split of its dataset."""
     dev = make_device(device)
     model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
-    ds = load_data(data_name or info.name, data_dir, download, False, stored_data_options(run, info))
+    other = data_name is not None and data_name != info.name and sdata.parse_data_spec(data_name) is not None
+    opts = stored_data_options(run, info, whole=other)
+    ds = load_data(data_name or info.name, data_dir, download, False, opts)
     if ds.info.num_classes != info.num_classes or ds.info.sample_shape != info.sample_shape:
         raise CliError(
             f"{ds.info.name} ({ds.info.num_classes} classes, {ds.info.sample_shape}) does not fit the "
             f"checkpoint's model ({info.num_classes} classes, {info.sample_shape})"
         )
     norm = (run or {}).get("normalization")
-    if norm and (data_name is None or data_name == info.name):
+    if norm and (data_name is None or data_name == info.name or other):
         mean = np.asarray(norm["mean"], np.float32)
         std = np.asarray(norm["std"], np.float32)
     else:
         mean, std = sdata.channel_mean_std(ds.x_train)
-    x, y = (ds.x_train, ds.y_train) if split == "train" else (ds.x_test, ds.y_test)
+    x, y = (ds.x_train, ds.y_train) if split == "train" or other else (ds.x_test, ds.y_test)
     loader = sdata.DataLoader(x, y, batch_size, mean=mean, std=std)
     t0 = time.perf_counter()
     loss, acc, n = evaluate(model, loader, dev)
     return {
         "model": name,
         "data": ds.info.name,
-        "split": ds.info.splits[0] if split == "train" else ds.info.test_split,
+        "split": "all" if other else ds.info.splits[0] if split == "train" else ds.info.test_split,
         "samples": n,
         "loss": loss,
         "accuracy": acc,

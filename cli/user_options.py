@@ -36,6 +36,7 @@ RESUMED_USER_SETTINGS = (
     "image_size",
     "target",
     "task",
+    "skip_bad",
     "freeze",
 )
 
@@ -100,11 +101,17 @@ def _check_image_size(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
+def _as_list(ctx: click.Context, param: click.Parameter, value: Any) -> list:
+    """Repeated options as lists (as they come back from a checkpoint's JSON)."""
+    return list(value or ())
+
+
 _OPTIONS = [
     click.option(
         "--model-arg",
         "model_args",
         multiple=True,
+        callback=_as_list,
         metavar="KEY=VALUE",
         help="Argument of the model's constructor or function (repeatable; Python literals, else strings).",
     ),
@@ -151,6 +158,7 @@ _OPTIONS = [
     click.option(
         "--freeze",
         multiple=True,
+        callback=_as_list,
         metavar="PATTERN",
         help="Do not train the parameters whose names match this glob (repeatable; 'features' "
         "covers features.*).",
@@ -185,13 +193,16 @@ def data_options(cfg: Any) -> dict[str, Any]:
     }
 
 
-def stored_data_options(run: dict | None, info: Any) -> dict[str, Any]:
+def stored_data_options(run: dict | None, info: Any, whole: bool = False) -> dict[str, Any]:
     """:func:`data_options` of the run kept in a checkpoint, with the stored channels
-    and image size (so the data is read as the model was trained on it)."""
+    and image size (so the data is read as the model was trained on it). ``whole``: other
+    data than the run's, read entirely (no validation split) with the model's classes."""
     cfg = dict((run or {}).get("config") or {})
     shape = tuple(info.image_size)
+    extra = {"class_names": tuple(info.class_names)} if whole else {}
     return {
-        "val_split": float(cfg.get("val_split", 0.1)),
+        **extra,
+        "val_split": 0.0 if whole else float(cfg.get("val_split", 0.1)),
         "seed": int(cfg.get("seed", 0)),
         "channels": int(info.num_channels) if len(shape) == 2 and info.num_channels in (1, 3) else None,
         "image_size": shape if len(shape) == 2 else None,
