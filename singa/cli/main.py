@@ -28,6 +28,7 @@ import click
 from singa import __version__, data, zoo
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from singa.cli.fit_options import check_fit_options, fit_options
 from singa.cli.predict import predict as predict_command
 from singa.cli.user_options import DataType, ModelType, user_options
 
@@ -256,6 +257,7 @@ def _data_dir_type() -> click.Path:
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @user_options
+@fit_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
     """Train MODEL (default: cnn; a zoo name, path/to/file.py:Name or package.module:Name)
@@ -353,6 +355,7 @@ def _check_exclusive(ctx: click.Context, cfg: TrainConfig) -> None:
         raise click.UsageError("-q/--quiet and -v/--verbose exclude each other", ctx=ctx)
     if cfg.plot and cfg.no_plot:
         raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
+    check_fit_options(ctx, cfg)
 
 
 # ----- evaluate and export ---------------------------------------------------------------------------
