@@ -96,6 +96,14 @@ class Mean(Metric):
         n = int(y)
         return float(np.asarray(out, dtype=np.float64).reshape(-1)[0]) * n, n
 
+    def update(self, out: Any, y: Any) -> None:
+        """Add one batch's mean ``out`` (a number) weighted by its size ``y``."""
+        if isinstance(out, float | int):
+            self.total += float(out) * int(y)
+            self.count += int(y)
+        else:
+            super().update(out, y)
+
 
 def _check_classes(out: np.ndarray, y: np.ndarray, what: str) -> np.ndarray:
     if out.ndim != 2:
@@ -103,7 +111,7 @@ def _check_classes(out: np.ndarray, y: np.ndarray, what: str) -> np.ndarray:
     labels = y.reshape(-1)
     if labels.shape[0] != out.shape[0]:
         raise ValueError(f"{what}: {out.shape[0]} outputs but {labels.shape[0]} labels")
-    return labels.astype(np.int64)
+    return labels if np.issubdtype(labels.dtype, np.integer) else labels.astype(np.int64)
 
 
 class Accuracy(Metric):

@@ -64,6 +64,7 @@ class ArrayBatches:
         self.shuffle = bool(shuffle)
         self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
         self.epoch = 0
+        self.skip = 0
 
     def __len__(self) -> int:
         """Batches per epoch."""
@@ -77,19 +78,21 @@ class ArrayBatches:
         """One epoch of ``(x, y)`` batches (``x`` alone when ``y`` is None)."""
         order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n) if self.shuffle else None
         self.epoch += 1
-        for lo in range(0, self.n, self.batch_size):
+        start, self.skip = self.skip * self.batch_size, 0
+        for lo in range(start, self.n, self.batch_size):
             idx = slice(lo, lo + self.batch_size) if order is None else order[lo : lo + self.batch_size]
             xs = tuple(_cast(a[idx]) for a in self.xs)
             xb = xs[0] if self.single else xs
             yield xb if self.y is None else (xb, _cast(self.y[idx]))
 
     def state_dict(self) -> dict:
-        """The shuffling seed and the next epoch."""
-        return {"seed": self.seed, "epoch": self.epoch}
+        """The shuffling seed, the next epoch and the batches of it to skip."""
+        return {"seed": self.seed, "epoch": self.epoch, "batch": self.skip}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`."""
-        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
+        """Continue from :meth:`state_dict`: the next ``iter()`` is epoch ``epoch`` from its
+        batch ``batch``."""
+        self.seed, self.epoch, self.skip = int(state["seed"]), int(state["epoch"]), int(state.get("batch", 0))
 
 
 def _is_arrays(x: Any) -> bool:
@@ -137,9 +140,23 @@ def num_batches(data: Any) -> int | None:
         return None
 
 
+def _resumable(data: Any) -> bool:
+    """Whether ``data`` continues from a position (DataLoader's state_dict protocol)."""
+    if not (callable(getattr(data, "state_dict", None)) and callable(getattr(data, "load_state_dict", None))):
+        return False
+    state = data.state_dict()
+    return isinstance(state, dict) and "epoch" in state and "batch" in state
+
+
 def epoch_batches(data: Any, epoch: int, skip: int = 0, limit: int | None = None) -> Iterator:
-    """The batches of ``epoch`` (``set_epoch`` first when the data has it), skipping the
-    first ``skip`` and stopping after ``limit`` in all."""
+    """The batches of ``epoch`` (``set_epoch`` first when the data has it), from batch
+    ``skip`` on and stopping after batch ``limit`` of the epoch. A loader with
+    ``state_dict``/``load_state_dict`` (a DataLoader) starts at ``skip`` without building
+    the skipped batches."""
+    if skip and _resumable(data):
+        data.load_state_dict({**data.state_dict(), "epoch": epoch, "batch": skip})
+        it = iter(data)
+        return it if limit is None else itertools.islice(it, max(0, limit - skip))
     if callable(getattr(data, "set_epoch", None)):
         data.set_epoch(epoch)
     it = iter(data)

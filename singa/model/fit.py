@@ -38,7 +38,7 @@ from singa.model.batches import (
     to_tensors,
 )
 from singa.opt.accumulate import GradientAccumulator
-from singa.opt.dist import unwrap_optimizer
+from singa.opt.dist import DistOpt, unwrap_optimizer
 
 __all__ = ["FitLoop", "EvalPass", "EvalStopped", "fit", "evaluate", "predict", "LossFn", "split_result"]
 
@@ -182,9 +182,10 @@ class FitLoop:
         self.initial_batch = 0
         self.initial_step = 0
         self.initial_sums: dict | None = None
-        self.reduce_sums: Any = None
+        self.reduce_sums: Any = _rank_sums(model.optimizer)
         self.val_stop: Callable[[], bool] | None = None
         self.step = 0
+        self.device: Any = None
         self.train_metrics: list[_metrics.Metric] | None = None
         self.loss_metric = _metrics.Mean("loss")
 
@@ -198,11 +199,14 @@ class FitLoop:
         """One training step through the model's ``train_one_batch``; returns the output
         (or None) and the loss."""
         model = self.model
-        dev = model_device(model)
-        xs = to_tensors(xb, dev)
-        args = xs if yb is None else (*xs, *to_tensors(yb, dev))
-        self._compile(xs)
-        model.train()
+        if self.device is None:
+            self.device = model_device(model)
+        xs = to_tensors(xb, self.device)
+        args = xs if yb is None else (*xs, *to_tensors(yb, self.device))
+        if not model.initialized:
+            self._compile(xs)
+        if not model.training:  # a model built here, or one a callback left in eval mode
+            model.train()
         opt = model.optimizer
         if self.accumulator is not None:
             model.optimizer = self.accumulator.phase(last_of_epoch)
@@ -306,7 +310,11 @@ class FitLoop:
                 skip = self.initial_batch if epoch == self.initial_epoch else 0
                 if epoch != self.initial_epoch or self.initial_sums is None:
                     self._reset_metrics()
+                elif self.metric_names is not None and self.train_metrics is None:
+                    self.train_metrics = _metric_list(self.metric_names, None)
+                    self._restore_sums()
                 cbs.on_epoch_begin(epoch)
+                model.train()
                 t0 = time.perf_counter()
                 seen = self._epoch(epoch, skip)
                 if seen == 0 and skip == 0:
@@ -328,6 +336,14 @@ class FitLoop:
         self.loss_metric.reset()
         for m in self.train_metrics or []:
             m.reset()
+
+
+def _rank_sums(optimizer: Any) -> Any:
+    """Data-parallel training (a DistOpt on more than one rank): the function adding a
+    list of floats over the ranks, so the epoch's metrics are those of the global batch."""
+    if isinstance(optimizer, DistOpt) and optimizer.world_size > 1:
+        return optimizer.communicator.sum_scalars
+    return None
 
 
 def _quietly(fn: Callable, *args: Any) -> None:

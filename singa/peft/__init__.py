@@ -24,7 +24,7 @@ from singa.peft.config import LinearLoraConfig, PeftConfig
 from singa.peft.layers import Conv2dLoRALayer, LinearLoRALayer, LoRALayer, lora_scaling
 from singa.peft.peft_model import PeftModel, get_peft_model
 from singa.peft.registry import PeftRegistry
-from singa.peft.tuner import BaseTuner, LinearLoraTuner
+from singa.peft.tuner import BaseTuner, LinearLoraTuner, merge_and_unload
 
 __all__ = [
     "PeftConfig",
@@ -37,6 +37,7 @@ __all__ = [
     "PeftRegistry",
     "PeftModel",
     "get_peft_model",
+    "merge_and_unload",
     "SavedAdapters",
     "lora_scaling",
 ]

@@ -9,13 +9,14 @@ from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer
 from singa.layer.conv import Conv2d
 from singa.layer.linear import Linear
+from singa.model.model import Model
 from singa.peft.config import LinearLoraConfig, PeftConfig
 from singa.peft.layers import Conv2dLoRALayer, LinearLoRALayer, LoRALayer
 from singa.peft.registry import PeftRegistry
 from singa.peft.targets import find_layer, match_layers, replace_layer
 from singa.tensor import Tensor
 
-__all__ = ["BaseTuner", "LinearLoraTuner"]
+__all__ = ["BaseTuner", "LinearLoraTuner", "merge_and_unload"]
 
 
 class BaseTuner:
@@ -218,3 +219,18 @@ class LinearLoraTuner(BaseTuner):
         """The configuration plus the adapted and saved layers (JSON values)."""
         config = self.config.to_dict()
         return {"config": config, "layers": list(self.targeted_layers), "saved": list(self.saved_layers)}
+
+
+def merge_and_unload(model: Layer) -> Layer:
+    """Merge every LoRA layer found in ``model`` and put its base layer back (no tuner
+    needed: for a model rebuilt with its adapters, e.g. from a checkpoint); the base
+    weights of those layers are trainable again. Returns ``model``, changed in place."""
+    outer = {p: s for p, s in model.sublayers().items() if isinstance(s, LoRALayer)}
+    outer = {p: s for p, s in outer.items() if not any(p.startswith(q + ".") for q in outer)}
+    for path, lora in outer.items():
+        lora.merge()
+        lora.freeze_pretrained_weight(False)
+        replace_layer(model, path, lora.base_layer)
+    if isinstance(model, Model):
+        model.reset_graph()  # its traces ran the adapters
+    return model

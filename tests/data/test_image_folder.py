@@ -157,3 +157,22 @@ def test_stratified_split_keeps_every_class():
     assert va.tolist() == va2.tolist()
     with pytest.raises(ValueError, match="fraction"):
         data.stratified_split(labels, 1.0, 0)
+
+
+@pytest.mark.parametrize("suffix", [".bmp", ".gif", ".webp", ".tiff", ".jpeg", ".ppm"])
+def test_every_listed_format_decodes(tmp_path, suffix):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        img = pattern_image(0 if c == "a" else 1, rng, size=8)
+        path = tmp_path / "f" / c / f"x{suffix}"
+        path.parent.mkdir(parents=True)
+        im = Image.fromarray(img)
+        (im.convert("P") if suffix == ".gif" else im).save(path)
+    ds = data.ImageFolder(tmp_path / "f")
+    assert len(ds) == 2 and ds.mode == "RGB"
+    x, _ = ds[1]
+    assert x.shape == (3, 8, 8) and x.dtype == np.float32
+    if suffix in (".bmp", ".tiff", ".ppm"):  # lossless: the very pixels
+        np.testing.assert_array_equal(x, img.transpose(2, 0, 1) / np.float32(255))

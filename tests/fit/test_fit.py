@@ -229,3 +229,65 @@ def test_metrics_are_float64_sums():
     assert metrics.get("top5").k == 5
     with pytest.raises(ValueError, match="k must be"):
         metrics.TopKAccuracy(0)
+
+
+def test_fit_under_mixed_precision_equals_the_hand_loop():
+    x, y = classification(64)
+    from singa import tensor
+
+    def compiled():
+        m = made()
+        m.compile([tensor.from_numpy(x[:16])], is_train=True, use_graph=True, precision="mixed")
+        return m
+
+    a = compiled()
+    a.fit(x, y, batch_size=16, epochs=2, seed=4, verbose=0)
+    b = compiled()
+    for e in range(2):
+        order = np.random.default_rng([4, e]).permutation(64)
+        for lo in range(0, 64, 16):
+            idx = order[lo : lo + 16]
+            b(tensor.from_numpy(x[idx]), tensor.from_numpy(y[idx]))
+    assert a.precision == "mixed" and a.optimizer.loss_scaler is not None
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+
+
+def test_fit_with_a_one_rank_distopt_equals_plain_sgd(monkeypatch):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SINGA_DIST"):
+        monkeypatch.delenv(var, raising=False)
+    x, y = classification(64)
+    a = made()
+    a.set_optimizer(opt.DistOpt(opt.SGD(0.1, momentum=0.9)))
+    ha = a.fit(x, y, batch_size=16, epochs=2, seed=1, verbose=0)
+    b = made()
+    hb = b.fit(x, y, batch_size=16, epochs=2, seed=1, verbose=0)
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+    assert ha.history["loss"] == hb.history["loss"]
+
+
+def test_a_continued_epoch_starts_at_its_batch():
+    from singa.model.fit import FitLoop
+
+    x, y = classification(96)
+    a = made()
+    a.fit(x, y, batch_size=16, epochs=2, seed=3, verbose=0)
+    # the same run, stopped after 8 steps (epoch 1, batch 2) and continued in a new loop
+    b = made()
+
+    class StopAt(callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            if self.model.optimizer.steps == 8:
+                self.model.stop_training = True
+
+    data = ArrayBatches(x, y, 16, shuffle=True, seed=3)
+    first = FitLoop(b, data, epochs=2, callbacks=[StopAt()], verbose=0)
+    first.run()
+    sums = first.sums()
+    rest = FitLoop(b, data, epochs=2, initial_epoch=1, verbose=0)
+    rest.initial_batch, rest.initial_step, rest.initial_sums = 2, 8, sums
+    h = rest.run()
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(v, params(b)[k], err_msg=k)
+    assert h.history["loss"] == a.history.history["loss"][1:]

@@ -201,3 +201,19 @@ def test_summary_shows_the_trainable_fraction():
     assert f"Trainable params: {trainable:,}" in text
     assert f"Non-trainable params: {base:,}" in text
     assert f"Trainable fraction: {100 * trainable / (base + trainable):.2f}%" in text
+
+
+def test_merge_and_unload_function_needs_no_tuner():
+    from singa.peft import merge_and_unload
+
+    m = _mlp()
+    pm = get_peft_model(m, LinearLoraConfig(r=2, target_layers="*"))
+    for t in pm.get_params().values():
+        t.set_value(0.25)
+    tx, _ = _data()
+    pm.eval()
+    want = pm(tx).to_numpy()
+    assert merge_and_unload(m) is m
+    assert type(m.linear1) is layer.Linear and type(m.linear2) is layer.Linear
+    assert "linear1.W" in m.get_states()
+    np.testing.assert_allclose(m(tx).to_numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
