@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from layer_helpers import t64
 
-from singa import layer
+from singa import autograd, layer, tensor
 
 X = np.random.default_rng(0).standard_normal((3, 4))
 
@@ -24,3 +24,16 @@ def test_activation_layers(lay, ref):
     y = lay(t64(X))
     np.testing.assert_allclose(y.to_numpy(), ref(X), rtol=1e-12)
     assert lay.get_states() == {}
+
+
+def test_gelu_and_silu_layers():
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    np.testing.assert_array_equal(
+        layer.GELU("tanh")(tensor.from_numpy(x)).to_numpy(),
+        autograd.gelu(tensor.from_numpy(x), "tanh").to_numpy(),
+    )
+    np.testing.assert_allclose(
+        layer.SiLU()(tensor.from_numpy(x)).to_numpy(), x / (1 + np.exp(-x)), rtol=1e-12
+    )
+    with pytest.raises(ValueError, match="approximate"):
+        layer.GELU("fast")
