@@ -1,7 +1,7 @@
 """``singa-train``'s training loop on :class:`singa.model.fit.FitLoop`: the loop is
 fit's; this module adds what is about the command line, as callbacks.
 
-:class:`CliRun` keeps the run's :class:`~singa.cli.trainer.RunState` in step with the
+:class:`CliRun` keeps the run's :class:`~singa.cli.run_state.RunState` in step with the
 loop (position, running sums, times), draws the progress bar, stops on divergence
 (``check_loss``), on Ctrl-C (agreed by every rank at the same step; the checkpoint is
 saved and :class:`~singa.cli.errors.Interrupted` raised) and at ``--max-steps``, and at

@@ -13,14 +13,8 @@ are bitwise those of an uninterrupted run.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -44,7 +38,6 @@ from singa.cli.fit_options import RESUMED_FIT_SETTINGS
 from singa.cli.fit_run import CheckpointFiles, CliRun, build_loop, option_callbacks, stop_note
 from singa.cli.guards import check_params, val_batches
 from singa.cli.output import (
-    Console,
     JsonLog,
     Progress,  # noqa: F401  (the loop's bar, drawn by singa.cli.fit_run; kept here for callers)
     fmt_time,
@@ -52,90 +45,10 @@ from singa.cli.output import (
     write_plot,
 )
 from singa.cli.parallel import DistRun
+from singa.cli.run_state import RUN_STATE_VERSION, RunState, SigintFlag
 from singa.cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
-from singa.parallel.launch import STOP_SIGNAL
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
-
-RUN_STATE_VERSION = 1
-
-
-@dataclass
-class RunState:
-    """Where a run is: ``epoch`` (0-based) in progress, ``batch`` of its batches done,
-    ``step`` training steps in all, the epoch's running sums, finished epochs."""
-
-    epoch: int = 0
-    batch: int = 0
-    step: int = 0
-    loss_sum: float = 0.0
-    correct: int = 0
-    seen: int = 0
-    epoch_time: float = 0.0
-    train_time: float = 0.0
-    history: list = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        """The position and sums as JSON values."""
-        return {
-            "epoch": self.epoch,
-            "batch": self.batch,
-            "step": self.step,
-            "loss_sum": self.loss_sum,
-            "correct": self.correct,
-            "seen": self.seen,
-            "epoch_time": self.epoch_time,
-            "train_time": self.train_time,
-            "history": self.history,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> RunState:
-        """The inverse of :meth:`to_json`."""
-        try:
-            return cls(
-                epoch=int(d["epoch"]),
-                batch=int(d["batch"]),
-                step=int(d["step"]),
-                loss_sum=float(d["loss_sum"]),
-                correct=int(d["correct"]),
-                seen=int(d["seen"]),
-                epoch_time=float(d["epoch_time"]),
-                train_time=float(d["train_time"]),
-                history=list(d["history"]),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise CliError(f"the checkpoint's run state is damaged ({type(e).__name__}: {e})") from e
-
-
-class _SigintFlag:
-    """While active, the first Ctrl-C sets ``self.set`` (the loop stops after the
-    current step and saves); a second one raises KeyboardInterrupt at once."""
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.set = False
-        self._prev: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.set:
-            raise KeyboardInterrupt
-        self.set = True
-        self.console.warn("interrupted: stopping after this step (Ctrl-C again to quit at once)")
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[_SigintFlag]:
-        main = threading.current_thread() is threading.main_thread()
-        if main:
-            self._prev = signal.signal(signal.SIGINT, self._handler)
-            self._prev_stop = signal.signal(STOP_SIGNAL, self._handler)  # Ctrl-C forwarded to ranks
-        try:
-            yield self
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, self._prev)
-                signal.signal(STOP_SIGNAL, self._prev_stop)
-
 
 #: the settings a resumed run takes from its checkpoint unless given again
 _RESUMED_SETTINGS = (
@@ -454,7 +367,7 @@ class Trainer:
         t_run = time.perf_counter()
         if cfg.max_steps is not None and state.step >= cfg.max_steps and state.epoch < cfg.epochs:
             return self._finish(state, log, t_run, stop=f" (stopped by --max-steps {cfg.max_steps})")
-        self.flag = _SigintFlag(self.out)
+        self.flag = SigintFlag(self.out)
         run = CliRun(self, state, log, self.flag)
         extra = option_callbacks(cfg, self.dist.is_main)
         loop = build_loop(self, state, run, extra)
