@@ -3,6 +3,7 @@ fraction, for a zoo model (each run in a fresh process).
 
     python bench/bench_lora.py [--model resnet18] [--batch 8] [--steps 3] [--r 4]
                                [--target '*'] [--optimizer adam]
+    python bench/bench_lora.py --model gpt --width 256 --seq 64   # the zoo's GPT, tokens
 
 For each mode (``full``: every parameter trains; ``lora``: ``get_peft_model`` with
 ``LinearLoraConfig(r, lora_alpha=2r, target_layers=[target])``, the base frozen) a
@@ -34,20 +35,40 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 
-def child(mode: str, model: str, batch: int, steps: int, r: int, target: str, optimizer: str) -> dict:
-    """One run in this process; returns the JSON row."""
+def _model_and_batch(model: str, batch: int, width: int, seq: int) -> tuple:
+    """The zoo model and one batch (images and labels, or GPT's tokens and next tokens)."""
     import numpy as np
 
-    from singa import device, opt, tensor, zoo
+    from singa import tensor, zoo
+
+    rng = np.random.default_rng(0)
+    if model == "gpt":
+        m = zoo.create("gpt", num_classes=256, width=width, context=seq)
+        tokens = rng.integers(0, 256, (batch, seq + 1)).astype(np.int32)
+        return m, tensor.from_numpy(tokens[:, :-1]), tensor.from_numpy(tokens[:, 1:])
+    shape = (1, 28, 28) if model in ("cnn", "mlp") else (3, 32, 32)
+    m = zoo.create(model, num_classes=10, num_channels=shape[0], image_size=shape[1:])
+    tx = tensor.from_numpy(rng.standard_normal((batch, *shape)).astype(np.float32))
+    return m, tx, tensor.from_numpy(rng.integers(0, 10, batch).astype(np.int32))
+
+
+def child(
+    mode: str,
+    model: str,
+    batch: int,
+    steps: int,
+    r: int,
+    target: str,
+    optimizer: str,
+    width: int = 128,
+    seq: int = 64,
+) -> dict:
+    """One run in this process; returns the JSON row."""
+    from singa import device, opt
     from singa.peft import LinearLoraConfig, get_peft_model
 
-    shape = (1, 28, 28) if model in ("cnn", "mlp") else (3, 32, 32)
-    dev = device.get_default_device()
-    dev.set_rand_seed(0)
-    m = zoo.create(model, num_classes=10, num_channels=shape[0], image_size=shape[1:])
-    rng = np.random.default_rng(0)
-    tx = tensor.from_numpy(rng.standard_normal((batch, *shape)).astype(np.float32))
-    ty = tensor.from_numpy(rng.integers(0, 10, batch).astype(np.int32))
+    device.get_default_device().set_rand_seed(0)
+    m, tx, ty = _model_and_batch(model, batch, width, seq)
     m.compile([tx], is_train=False)  # the "pretrained" base: its weights exist
     run = m
     if mode == "lora":
@@ -85,6 +106,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--r", type=int, default=4)
     p.add_argument("--target", default="*")
     p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    p.add_argument("--width", type=int, default=128, help="gpt: the model width")
+    p.add_argument("--seq", type=int, default=64, help="gpt: the sequence length")
     p.add_argument("--child", choices=["full", "lora"], help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -93,16 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     """Run both modes in child processes and print a table (or, as a child, one JSON line)."""
     a = parse(argv)
     if a.child:
-        print(json.dumps(child(a.child, a.model, a.batch, a.steps, a.r, a.target, a.optimizer)))
+        row = child(a.child, a.model, a.batch, a.steps, a.r, a.target, a.optimizer, a.width, a.seq)
+        print(json.dumps(row))
         return 0
     import _harness
 
     args = ["--model", a.model, "--batch", str(a.batch), "--steps", str(a.steps), "--r", str(a.r)]
-    args += ["--target", a.target, "--optimizer", a.optimizer]
+    args += ["--target", a.target, "--optimizer", a.optimizer, "--width", str(a.width), "--seq", str(a.seq)]
     rows = [
         _harness.run_child([os.path.abspath(__file__), *args, "--child", mode]) for mode in ("full", "lora")
     ]
-    print(f"# {a.model}, batch {a.batch}, {a.steps} steps, {a.optimizer}, LoRA r={a.r} on {a.target!r}")
+    what = f"{a.model} (width {a.width}, {a.seq} tokens)" if a.model == "gpt" else a.model
+    print(f"# {what}, batch {a.batch}, {a.steps} steps, {a.optimizer}, LoRA r={a.r} on {a.target!r}")
     head = ["mode", "trainable", "all states", "trainable %", "optimizer slots"]
     head += ["peak RSS built (MB)", "peak RSS end (MB)", "file (KB)"]
     print("| " + " | ".join(head) + " |")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.autograd.errors import ShapeError
-from singa.autograd.products import matmul as _product
+from singa.device import array_module
+from singa.kernels.products import matmul as _product
 from singa.tensor import Tensor
 
-__all__ = ["matmul", "add_bias", "gemm", "cossim"]
+__all__ = ["matmul", "add_bias", "gemm", "cossim", "det"]
 
 _ONES: dict = {}
 
@@ -267,3 +268,29 @@ def cossim(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim() != 2 or a.shape != b.shape:
         raise ValueError(f"cossim: needs two (N, D) matrices of one shape, got {a.shape} and {b.shape}")
     return CosSim()(a, b)[0]
+
+
+class Det(Operation):
+    """y = the determinants of the square matrices in the last two axes (ONNX Det);
+    dx = dy * det(x) * inverse(x)^T (Jacobi's formula; singular matrices raise)."""
+
+    def forward(self, x):
+        xp = array_module(x)
+        y = xp.linalg.det(x)
+        if self.requires_grad:
+            self.cache = (x, y)
+        return xp.asarray(y, dtype=x.dtype)
+
+    def backward(self, dy):
+        x, y = self.cache
+        xp = array_module(dy)
+        inv_t = xp.swapaxes(xp.linalg.inv(x), -1, -2)
+        return (dy * y)[..., None, None] * inv_t
+
+
+def det(x: Tensor) -> Tensor:
+    """The determinant of each square matrix in the last two axes of ``x`` (float),
+    shape x.shape[:-2] (ONNX Det, ``torch.linalg.det``)."""
+    if x.ndim() < 2 or x.shape[-1] != x.shape[-2] or x.dtype.kind != "f":
+        raise ValueError(f"det: needs floating square matrices in the last two axes, got {x.shape} {x.dtype}")
+    return Det()(x)[0]

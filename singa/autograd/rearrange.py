@@ -15,10 +15,14 @@ Example::
 
 from __future__ import annotations
 
-from singa.autograd.engine import Operation
+from collections.abc import Sequence
+
+import numpy as np
+
+from singa.autograd.engine import Operation, array_module
 from singa.tensor import Tensor
 
-__all__ = ["depth_to_space", "space_to_depth", "DepthToSpace", "SpaceToDepth"]
+__all__ = ["depth_to_space", "space_to_depth", "DepthToSpace", "SpaceToDepth", "col2im"]
 
 _MODES = ("DCR", "CRD")
 
@@ -100,3 +104,85 @@ def space_to_depth(x: Tensor, blocksize: int, mode: str = "DCR") -> Tensor:
     if x.shape[2] % b or x.shape[3] % b:
         raise ValueError(f"space_to_depth: H and W of {x.shape} are not divisible by blocksize {b}")
     return SpaceToDepth(blocksize, mode)(x)[0]
+
+
+# ----- col2im ------------------------------------------------------------------------------------
+def _col2im_slices(image: tuple, block: tuple, strides: tuple, pads: tuple, dil: tuple) -> tuple[list, tuple]:
+    """For every kernel offset (row-major), the slice of the padded image its column
+    entries land on; and the grid of block positions."""
+    import itertools
+
+    nd = len(image)
+    padded = [image[i] + pads[i] + pads[i + nd] for i in range(nd)]
+    grid = tuple((padded[i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(nd))
+    out = []
+    for offs in itertools.product(*(range(b) for b in block)):
+        out.append(
+            tuple(
+                slice(o * dil[i], o * dil[i] + (grid[i] - 1) * strides[i] + 1, strides[i])
+                for i, o in enumerate(offs)
+            )
+        )
+    return out, grid
+
+
+class Col2Im(Operation):
+    """ONNX Col2Im: columns (N, C * prod(block), L) summed into an image (N, C, *image)
+    (the inverse arrangement of im2col; overlapping entries add). The gradient reads
+    the columns back out of dy."""
+
+    def __init__(self, image: Sequence[int], block: Sequence[int], strides, pads, dilations):
+        super().__init__()
+        self.image, self.block = tuple(image), tuple(block)
+        self.strides, self.pads, self.dilations = tuple(strides), tuple(pads), tuple(dilations)
+
+    def _layout(self, n: int, cols: int):
+        slices, grid = _col2im_slices(self.image, self.block, self.strides, self.pads, self.dilations)
+        c = cols // int(np.prod(self.block))
+        return slices, grid, c
+
+    def forward(self, x):
+        xp = array_module(x)
+        nd = len(self.image)
+        slices, grid, c = self._layout(x.shape[0], x.shape[1])
+        padded = [self.image[i] + self.pads[i] + self.pads[i + nd] for i in range(nd)]
+        y = xp.zeros((x.shape[0], c, *padded), dtype=x.dtype)
+        cols = x.reshape(x.shape[0], c, len(slices), *grid)
+        for k, sl in enumerate(slices):
+            y[(slice(None), slice(None)) + sl] += cols[:, :, k]
+        crop = tuple(slice(self.pads[i], self.pads[i] + self.image[i]) for i in range(nd))
+        return xp.ascontiguousarray(y[(slice(None), slice(None)) + crop])
+
+    def backward(self, dy):
+        xp = array_module(dy)
+        nd = len(self.image)
+        slices, grid, c = self._layout(dy.shape[0], dy.shape[1] * int(np.prod(self.block)))
+        pad_width = [(0, 0), (0, 0)] + [(self.pads[i], self.pads[i + nd]) for i in range(nd)]
+        g = xp.pad(dy, pad_width)
+        cols = xp.stack([g[(slice(None), slice(None)) + sl] for sl in slices], axis=2)
+        return cols.reshape(dy.shape[0], -1, int(np.prod(grid)))
+
+
+def col2im(
+    x: Tensor,
+    image_shape: Sequence[int],
+    block_shape: Sequence[int],
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+) -> Tensor:
+    """ONNX Col2Im (PyTorch's ``fold``): ``x`` of shape (N, C * prod(block_shape), L),
+    one column per block position, summed into an (N, C, *image_shape) image;
+    ``pads`` are begin..., end... per spatial axis."""
+    nd = len(image_shape)
+    strides = tuple(strides or [1] * nd)
+    pads = tuple(pads or [0] * (2 * nd))
+    dilations = tuple(dilations or [1] * nd)
+    _, grid = _col2im_slices(tuple(image_shape), tuple(block_shape), strides, pads, dilations)
+    k = int(np.prod(block_shape))
+    if x.ndim() != 3 or x.shape[1] % k or x.shape[2] != int(np.prod(grid)):
+        raise ValueError(
+            f"col2im: needs (N, C * {k}, {int(np.prod(grid))}) columns for image {tuple(image_shape)} and "
+            f"block {tuple(block_shape)}, got {x.shape}"
+        )
+    return Col2Im(image_shape, block_shape, strides, pads, dilations)(x)[0]

@@ -93,13 +93,21 @@ def _features(rows: list[list[str]], cols: list[int], names: list[str], path: st
     return x
 
 
-def _class_labels(cells: list[str], name: str, path: str, line0: int) -> tuple[np.ndarray, tuple[str, ...]]:
+def _class_labels(
+    cells: list[str], name: str, path: str, line0: int, given: Any = None
+) -> tuple[np.ndarray, tuple[str, ...]]:
     for r, cell in enumerate(cells):
         if cell.lower() in _MISSING:
             raise DataFormatError(f"{path}: row {line0 + r}, column {name!r}: missing label")
+        if given is not None and cell not in given:
+            raise DataFormatError(f"{path}: row {line0 + r}, column {name!r}: unknown class {cell!r}")
     distinct = set(cells)
     numeric = all(_number(c) is not None for c in distinct)
-    classes = sorted(distinct, key=(lambda c: (_number(c), c)) if numeric else None)
+    classes = (
+        list(given)
+        if given is not None
+        else sorted(distinct, key=(lambda c: (_number(c), c)) if numeric else None)
+    )
     index = {c: i for i, c in enumerate(classes)}
     return np.array([index[c] for c in cells], np.int32), tuple(classes)
 
@@ -112,6 +120,8 @@ class CSVDataset(ArrayDataset):
         target: the label column, by name or position (default: the last column).
         task: "classification" (labels mapped to 0..K-1 in sorted order of their
             distinct values; names in ``class_names``) or "regression" (float32 targets).
+        class_names: impose these classes, in this order (labels not among them are an
+            error), e.g. a trained model's.
 
     Attributes:
         x (N, F) float32, y (N,) int32 or float32, feature_names, target_name,
@@ -119,7 +129,11 @@ class CSVDataset(ArrayDataset):
     """
 
     def __init__(
-        self, path: str | os.PathLike, target: str | int | None = None, task: str = "classification"
+        self,
+        path: str | os.PathLike,
+        target: str | int | None = None,
+        task: str = "classification",
+        class_names: Any = None,
     ):
         if task not in ("classification", "regression"):
             raise ValueError(f"CSVDataset: task must be 'classification' or 'regression', got {task!r}")
@@ -131,11 +145,11 @@ class CSVDataset(ArrayDataset):
         cols = [c for c in range(len(names)) if c != t]
         x = _features(rows, cols, names, self.path, line0)
         cells = [row[t].strip() for row in rows]
-        class_names: Any = None
         if task == "regression":
+            class_names = None
             y: np.ndarray = _features(rows, [t], names, self.path, line0)[:, 0].astype(np.float32)
         else:
-            y, class_names = _class_labels(cells, names[t], self.path, line0)
+            y, class_names = _class_labels(cells, names[t], self.path, line0, class_names)
         super().__init__(x.astype(np.float32), y, class_names)
         self.task = task
         self.feature_names = tuple(names[c] for c in cols)

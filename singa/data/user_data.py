@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,11 +92,13 @@ def load_user_data(
     workers: int = 0,
     stats_limit: int = 5000,
     stats: bool = True,
+    class_names: Sequence[str] | None = None,
 ) -> UserData:
     """Load the data named by ``spec`` (see the module's description). Bad data raises
     :class:`DataFormatError` (a ``ValueError``) or ``FileNotFoundError`` naming the file.
     ``stats=False`` skips the image statistics pass (``mean`` 0, ``std`` 1: for callers
-    that have the training run's normalisation)."""
+    that have the training run's normalisation). ``class_names`` imposes a model's
+    classes (a folder or label not among them is an error; some may be absent)."""
     parsed = parse_data_spec(spec)
     if parsed is None:
         raise ValueError(f"{spec!r} is not a data spec (imagefolder:DIR, npz:FILE or csv:FILE)")
@@ -103,12 +106,12 @@ def load_user_data(
     if kind != "imagefolder" and not os.path.isfile(path):
         raise FileNotFoundError(f"{kind} data file not found: {path}")
     if kind == "imagefolder":
-        return _image_folder(
-            spec, path, val_split, seed, channels, image_size, skip_bad, workers, stats_limit
-        )
+        known = None if class_names is None else {c: i for i, c in enumerate(class_names)}
+        folder = _FolderOptions(mode=_mode(channels), size=image_size, skip_bad=skip_bad, known=known)
+        return _image_folder(spec, path, val_split, seed, folder, workers, stats_limit if stats else 0)
     if kind == "npz":
-        return _arrays(spec, path, _read_npz(path, val_split, seed), "classification")
-    table = CSVDataset(path, target=target, task=task)
+        return _arrays(spec, path, _read_npz(path, val_split, seed, class_names), "classification")
+    table = CSVDataset(path, target=target, task=task, class_names=class_names)
     if task == "regression":
         tr, va = _random_split(len(table), val_split, seed)
     else:
@@ -159,29 +162,25 @@ def _drop_bad(ds: ImageFolder, skipped: list) -> ImageFolder:
     return ds.subset([i for i in range(len(ds)) if i not in gone])
 
 
+@dataclass
+class _FolderOptions:
+    mode: str | None = None
+    size: Any = None
+    skip_bad: bool = False
+    known: dict | None = None  # a model's class-to-index mapping to impose
+
+
 def _image_folder(
-    spec: str,
-    path: str,
-    val_split: float,
-    seed: int,
-    channels: int | None,
-    image_size: Any,
-    skip_bad: bool,
-    workers: int,
-    stats_limit: int,
+    spec: str, path: str, val_split: float, seed: int, opts: _FolderOptions, workers: int, stats_limit: int
 ) -> UserData:
-    mode = _mode(channels)
     split = _split_folders(path)
     skipped: list = []
-    if split is not None:
-        train = ImageFolder(split[0], mode, image_size)
-        val = None
-        if split[1] is not None:
-            val = ImageFolder(split[1], train.mode, train.image_size, class_to_idx=train.class_to_idx)
-    else:
-        train, val = ImageFolder(path, mode, image_size), None
+    val = None
+    train = ImageFolder(split[0] if split else path, opts.mode, opts.size, class_to_idx=opts.known)
+    if split is not None and split[1] is not None:
+        val = ImageFolder(split[1], train.mode, train.image_size, class_to_idx=train.class_to_idx)
     _need_classes(train.classes, train.root, "classification")
-    if skip_bad:
+    if opts.skip_bad:
         train = _drop_bad(train, skipped)
         val = None if val is None else _drop_bad(val, skipped)
     if val is None:
@@ -257,7 +256,7 @@ def _labels(y: np.ndarray, n: int, path: str, key: str) -> np.ndarray:
     return y.astype(np.int32)
 
 
-def _read_npz(path: str, val_split: float, seed: int) -> tuple:
+def _read_npz(path: str, val_split: float, seed: int, class_names: Sequence[str] | None = None) -> tuple:
     z = _npz_arrays(path)
     if "x_train" in z and "y_train" in z:
         vx = next((k for k in ("x_val", "x_test") if k in z), None)
@@ -281,6 +280,7 @@ def _read_npz(path: str, val_split: float, seed: int) -> tuple:
         raise DataFormatError(f"{path}: training samples {train.x.shape[1:]} and validation samples differ")
     k = int(max(train.y.max(initial=0), val.y.max(initial=0))) + 1
     names = tuple(str(c) for c in z["class_names"]) if "class_names" in z else tuple(str(i) for i in range(k))
+    names = tuple(class_names) if class_names is not None else names
     if len(names) < k:
         raise DataFormatError(f"{path}: {len(names)} class_names for labels up to {k - 1}")
     _need_classes(names, path, "classification")

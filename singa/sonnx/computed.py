@@ -95,6 +95,16 @@ def handle_hardmax(ctx: NodeContext, xs: list) -> Tensor:
     return ctx.wrap(y)
 
 
+@builds()
+def handle_bitcast(ctx: NodeContext, xs: list) -> Tensor:
+    """BitCast(to): the input's bytes read as another type of the same size."""
+    a = xs[0].data
+    dt = np_dtype(ctx, int(ctx.attr("to")))
+    if dt.itemsize != a.dtype.itemsize:
+        raise ctx.unsupported(f"bit cast from {a.dtype} to {dt} (sizes differ)")
+    return ctx.wrap(a.copy().view(dt))
+
+
 IMPORT = {
     "ArgMax": _arg_handler("argmax"),
     "ArgMin": _arg_handler("argmin"),
@@ -108,4 +118,5 @@ IMPORT = {
     "BitwiseXor": _bitwise_handler("bitwise_xor"),
     "BitwiseNot": _bitwise_handler("bitwise_not"),
     "Hardmax": handle_hardmax,
+    "BitCast": handle_bitcast,
 }

@@ -27,6 +27,7 @@ from singa.sonnx.families import (
     pooling_nd,
     positional,
     prod,
+    quantize,
     rearrange,
     reduction,
     resize,
@@ -57,6 +58,7 @@ FAMILIES = (
     pooling_nd,
     positional,
     prod,
+    quantize,
     rearrange,
     reduction,
     resize,
@@ -69,7 +71,7 @@ FAMILIES = (
 
 #: families with handlers that compute their values when the node runs (inference-only
 #: operators: integer, index or data-dependent outputs without a gradient), besides shaping
-COMPUTING = (sorting,)
+COMPUTING = (sorting, quantize)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

@@ -183,3 +183,14 @@ def test_cossim_needs_two_matrices_of_one_shape():
             Tensor(data=np.ones((2, 3), np.int64), dtype=np.int64),
             Tensor(data=np.ones((2, 3), np.int64), dtype=np.int64),
         )
+
+
+# ----- det -------------------------------------------------------------------------------------
+def test_det_forward_and_gradient():
+    x = np.random.default_rng(1).standard_normal((2, 3, 3, 3))
+    np.testing.assert_allclose(
+        autograd.det(Tensor(data=x, dtype=x.dtype)).to_numpy(), np.linalg.det(x), rtol=1e-12
+    )
+    gradcheck(autograd.det, [x])
+    with pytest.raises(ValueError, match="det: needs floating square"):
+        autograd.det(Tensor(data=np.zeros((2, 3))))

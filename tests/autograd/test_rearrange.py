@@ -72,3 +72,43 @@ def test_errors():
         autograd.depth_to_space(T(np.zeros((1, 4, 2, 2))), 2, "XYZ")
     with pytest.raises(ValueError, match=r"^space_to_depth: needs an \(N, C, H, W\) tensor"):
         autograd.space_to_depth(T(np.zeros((4, 2, 2))), 2)
+
+
+# ----- col2im ----------------------------------------------------------------------------------
+def _fold(cols, image, block, stride, pad, dil):
+    """Col2Im written with loops over block positions and kernel offsets (2-D)."""
+    n, ck, _ = cols.shape
+    c = ck // (block[0] * block[1])
+    h, w = image[0] + pad[0] + pad[2], image[1] + pad[1] + pad[3]
+    gh = (h - dil[0] * (block[0] - 1) - 1) // stride[0] + 1
+    gw = (w - dil[1] * (block[1] - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, c, h, w))
+    cols = cols.reshape(n, c, block[0], block[1], gh, gw)
+    for i in range(gh):
+        for j in range(gw):
+            for ki in range(block[0]):
+                for kj in range(block[1]):
+                    out[:, :, i * stride[0] + ki * dil[0], j * stride[1] + kj * dil[1]] += cols[
+                        :, :, ki, kj, i, j
+                    ]
+    return out[:, :, pad[0] : pad[0] + image[0], pad[1] : pad[1] + image[1]]
+
+
+@pytest.mark.parametrize(
+    ("stride", "pad", "dil"), [((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 0, 1, 2), (1, 2))]
+)
+def test_col2im_matches_loops_and_gradcheck(stride, pad, dil):
+    image, block = (5, 4), (2, 3)
+    h, w = image[0] + pad[0] + pad[2], image[1] + pad[1] + pad[3]
+    grid = ((h - dil[0] * (block[0] - 1) - 1) // stride[0] + 1) * (
+        (w - dil[1] * (block[1] - 1) - 1) // stride[1] + 1
+    )
+    cols = np.random.default_rng(0).standard_normal((2, 2 * 6, grid))
+    got = autograd.col2im(T(cols), image, block, stride, pad, dil).to_numpy()
+    np.testing.assert_allclose(got, _fold(cols, image, block, stride, pad, dil), rtol=1e-12)
+    gradcheck(lambda t: autograd.col2im(t, image, block, stride, pad, dil), [cols])
+
+
+def test_col2im_shape_error():
+    with pytest.raises(ValueError, match="col2im: needs"):
+        autograd.col2im(T(np.zeros((1, 4, 3))), (3, 3), (2, 2))

@@ -45,6 +45,13 @@ def test_image_folder_trains_evaluates_and_predicts(run, folder, tmp_path):
     assert r.exit_code == 0, r.output + r.stderr
     res = json.loads(r.stdout)
     assert res["samples"] == 18 and res["accuracy"] >= 0.9
+    held = make_image_folder(
+        tmp_path / "held", classes=("square", "triangle"), per_class=5, seed=9, patterns=(1, 2)
+    )
+    r = run("evaluate", "ck.zip", "--data", str(held), "--json")  # another folder, a class missing
+    assert r.exit_code == 0, r.output + r.stderr
+    res = json.loads(r.stdout)
+    assert res["samples"] == 10 and res["split"] == "all" and res["accuracy"] >= 0.9
     images = sorted((folder / "square").glob("*"))[:4]
     r = run("predict", "ck.zip", *images, str(folder / "circle"), "--top-k", "2", "--json")
     assert r.exit_code == 0, r.output + r.stderr

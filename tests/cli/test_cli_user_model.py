@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cli_helpers import run_state
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 MODEL_FILE = """
 from singa import layer, model
@@ -175,3 +175,11 @@ def test_bad_init_and_freeze(run, table, tmp_path):
     assert r.exit_code == 1 and "--init junk.onnx" in r.stderr
     r = _train(run, "npz:t.npz", "--max-steps", "1", "--freeze", "nothing*")
     assert r.exit_code == 2 and "no parameter matches 'nothing*'" in r.stderr
+
+
+def test_resume_with_the_same_model_args_given_again_warns_of_nothing(run, table):
+    args = ["nets/tiny.py:TinyNet", *ARGS, "--model-arg", "width=5", "--freeze", "head"]
+    assert run(*args, "--max-steps", "3", "--checkpoint", "ck.zip").exit_code == 0
+    r = run(*args, "--resume", "ck.zip", "--max-steps", "5")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "changed settings" not in r.stderr

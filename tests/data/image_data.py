@@ -39,13 +39,16 @@ def make_image_folder(
     channels: int = 3,
     seed: int = 0,
     suffixes: tuple[str, ...] = (".png", ".jpg"),
+    patterns: tuple[int, ...] | None = None,
 ) -> Path:
-    """``root/<class>/img<k><suffix>`` images of :func:`pattern_image`, alternating suffixes."""
+    """``root/<class>/img<k><suffix>`` images of :func:`pattern_image` (class ``c`` gets
+    pattern ``patterns[c]``, default ``c``), alternating suffixes."""
     rng = np.random.default_rng(seed)
     for c, name in enumerate(classes):
+        pattern = c if patterns is None else patterns[c]
         for k in range(per_class):
             suffix = suffixes[k % len(suffixes)]
-            write_image(root / name / f"img{k:03d}{suffix}", pattern_image(c, rng, size, channels))
+            write_image(root / name / f"img{k:03d}{suffix}", pattern_image(pattern, rng, size, channels))
     return root
 
 

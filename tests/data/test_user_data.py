@@ -107,3 +107,15 @@ def test_missing_files(tmp_path):
         data.load_user_data(f"npz:{tmp_path / 'none.npz'}")
     with pytest.raises(FileNotFoundError, match="not a folder"):
         data.load_user_data(f"imagefolder:{tmp_path / 'none'}")
+
+
+def test_imposed_class_names(tmp_path):
+    root = make_image_folder(tmp_path / "f", classes=("b", "c"), per_class=2)
+    ud = data.load_user_data(str(root), val_split=0.0, class_names=("a", "b", "c"), stats=False)
+    assert ud.info.class_names == ("a", "b", "c") and sorted(set(ud.x_train.targets)) == [1, 2]
+    assert ud.mean.tolist() == [0, 0, 0] and ud.std.tolist() == [1, 1, 1]
+    (tmp_path / "t.csv").write_text("x,y\n1,b\n2,c\n")
+    ud = data.load_user_data(str(tmp_path / "t.csv"), val_split=0.0, class_names=("a", "b", "c"))
+    assert ud.x_train.y.tolist() == [1, 2]
+    with pytest.raises(data.DataFormatError, match="row 2, column 'y': unknown class 'b'"):
+        data.load_user_data(str(tmp_path / "t.csv"), class_names=("a", "c"))

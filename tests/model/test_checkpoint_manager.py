@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from model_helpers import MLP, batches
 
+from singa import checkpoint as ck
 from singa import opt
+from singa.checkpoint import background
+from singa.checkpoint.atomic import host_tag
 from singa.data import ArrayDataset, DataLoader
-from singa.model import checkpoint as ck
-from singa.model.checkpoint import background
-from singa.model.checkpoint.atomic import host_tag
 from singa.tensor import Tensor
 
 

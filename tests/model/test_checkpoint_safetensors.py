@@ -7,8 +7,8 @@ import pytest
 from model_helpers import MLP, LayerMLP
 from safetensors.numpy import load_file, save_file
 
+from singa import checkpoint as ck
 from singa import opt
-from singa.model import checkpoint as ck
 from singa.tensor import Tensor
 
 

@@ -77,3 +77,29 @@ def test_gradients_reach_every_projection_adapter():
 def test_bad_attention_target():
     with pytest.raises(ValueError, match="'attn.nope' is not a layer"):
         get_peft_model(_block(), LinearLoraConfig(target_layers=["attn.nope"]))
+
+
+def test_zoo_gpt_attention_adapters_train_and_merge():
+    from singa import opt, tensor, zoo
+
+    device.get_default_device().set_rand_seed(0)
+    gpt = zoo.create("gpt", num_classes=11, num_layers=1, num_heads=2, width=8, context=6)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 11, (2, 7)).astype(np.int32)
+    tx, ty = tensor.from_numpy(tokens[:, :-1]), tensor.from_numpy(tokens[:, 1:])
+    gpt.compile([tx], is_train=False)
+    frozen = {n: t.to_numpy().copy() for n, t in gpt.get_states().items()}
+    pm = get_peft_model(gpt, LinearLoraConfig(r=2, lora_alpha=4, target_layers=["blocks.*.self_attn"]))
+    assert len(pm.tuner.targeted_layers) == 4
+    pm.set_optimizer(opt.Adam(0.05))
+    pm.compile([tx], is_train=True, use_graph=True)
+    losses = [pm(tx, ty)[1].item() for _ in range(5)]
+    assert losses[-1] < losses[0]
+    states = pm.get_states()
+    for n, before in frozen.items():
+        now = states[n] if n in states else states[n.replace("_proj.", "_proj.base_layer.")]
+        np.testing.assert_array_equal(now.to_numpy(), before)
+    pm.eval()
+    y = pm(tx).to_numpy()
+    plain = pm.merge_and_unload()
+    np.testing.assert_allclose(plain(tx).to_numpy(), y, rtol=1e-5, atol=1e-5 * np.abs(y).max())

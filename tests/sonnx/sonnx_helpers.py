@@ -125,3 +125,21 @@ def ort_node_model(op_type: str, inputs: dict, n_out: int = 1, opset: int = 18, 
     """onnxruntime's outputs of :func:`node_model`."""
     sess = session(node_model(op_type, inputs, n_out, opset, **attrs))
     return sess.run(None, {n: np.asarray(a) for n, a in inputs.items() if not n.startswith("c_")})
+
+
+def handler_fn(op_type: str, opset: int = 18, n_inputs: int = 1, **attrs):
+    """The import handler of ``op_type`` as a function of Tensors (for gradchecks of
+    handlers composed of autograd operators)."""
+    from onnx import helper
+
+    from singa.sonnx import registry
+    from singa.sonnx.context import NodeContext
+
+    node = helper.make_node(op_type, [f"x{i}" for i in range(n_inputs)], ["y"], **attrs)
+
+    def fn(*ts):
+        ctx = NodeContext(node, opset, ts[0].device, True)
+        out = registry.IMPORT[op_type](ctx, list(ts))
+        return out[0] if isinstance(out, list | tuple) else out
+
+    return fn

@@ -50,3 +50,12 @@ def test_tile_roundtrip_through_our_importer():
     model = sonnx.to_onnx([tensor.from_numpy(x)], lambda t: autograd.tile(t, (1, 3, 2)))
     (got,) = sonnx.prepare(model).run([x])
     np.testing.assert_array_equal(got, np.tile(x, (1, 3, 2)))
+
+
+# ----- bitcast ------------------------------------------------------------------------------------
+def test_bitcast_reinterprets_the_bytes():
+    from sonnx_helpers import run_node_model
+
+    x = np.array([1.0, -2.5], np.float32)
+    (got,) = run_node_model("BitCast", {"x": x}, opset=26, to=TensorProto.INT32)
+    np.testing.assert_array_equal(got, x.view(np.int32))

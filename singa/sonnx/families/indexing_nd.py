@@ -8,7 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from singa import autograd
+from singa.autograd import indexing as ix
 from singa.autograd import indexing_nd as ind
+from singa.autograd.shaping import Pad, Reshape, Slice
 from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
 from singa.tensor import Tensor
 
@@ -56,6 +59,82 @@ def handle_scatter_nd(ctx: NodeContext, xs: list) -> Tensor:
     return ind.scatter_nd(xs[0], xs[1], xs[2], ctx.attr("reduction", "none"))
 
 
+@builds(ix.Gather, Reshape)
+def handle_compress(ctx: NodeContext, xs: list) -> Tensor:
+    """Compress(input, condition): the slices along ``axis`` (the flattened input
+    without it) where the condition (possibly shorter) is true."""
+    x = xs[0]
+    axis = ctx.attr("axis")
+    if axis is None:
+        x, axis = autograd.reshape(x, (-1,)), 0
+    axis = int(axis) % x.ndim()
+    keep = np.flatnonzero(ctx.static(xs[1]).reshape(-1)[: x.shape[axis]])
+    return autograd.gather(x, axis, ctx.const(keep.astype(np.int64)))
+
+
+@builds(ind.GatherElements)
+def handle_reverse_sequence(ctx: NodeContext, xs: list) -> Tensor:
+    """ReverseSequence(input, sequence_lens): along ``time_axis``, the first
+    ``sequence_lens[b]`` entries of each batch entry b (on ``batch_axis``) reversed."""
+    x = xs[0]
+    lens = ctx.static(xs[1]).reshape(-1).astype(np.int64)
+    t_ax, b_ax = int(ctx.attr("time_axis", 0)), int(ctx.attr("batch_axis", 1))
+    t = np.arange(x.shape[t_ax])
+    shape = [1] * x.ndim()
+    shape[t_ax], shape[b_ax] = x.shape[t_ax], x.shape[b_ax]
+    tt = t[:, None] if t_ax < b_ax else t[None, :]
+    ll = lens[None, :] if t_ax < b_ax else lens[:, None]
+    idx = np.where(tt < ll, ll - 1 - tt, tt).reshape(shape)
+    return ind.gather_elements(x, ctx.const(np.broadcast_to(idx, x.shape).copy()), t_ax)
+
+
+@builds(Slice, Pad)
+def handle_center_crop_pad(ctx: NodeContext, xs: list) -> Tensor:
+    """CenterCropPad(input, shape): each axis of ``axes`` (all by default) centre-cropped
+    or zero-padded to the given length; an odd difference leaves the extra element
+    at the end (crops start at floor(diff / 2), pads put the larger half after)."""
+    x = xs[0]
+    r = x.ndim()
+    axes = [int(a) % r for a in ctx.attr("axes", list(range(r)))]
+    want = [int(v) for v in ctx.static(xs[1]).reshape(-1)]
+    for a, n in zip(axes, want):
+        have = x.shape[a]
+        if n < have:
+            start = (have - n) // 2
+            x = autograd.slice(x, [start], [start + n], [a])
+        elif n > have:
+            pads = [0] * (2 * r)
+            pads[a] = (n - have) // 2
+            pads[a + r] = n - have - pads[a]
+            x = autograd.pad(x, "constant", pads)
+    return x
+
+
+@builds(ix.ScatterElements, Reshape, Pad)
+def handle_max_unpool(ctx: NodeContext, xs: list) -> Tensor:
+    """MaxUnpool(X, I, output_shape): zeros of the unpooled shape (from kernel_shape,
+    strides and pads) with X's values at the flat indices I (MaxPool's Indices
+    output), padded with zeros at the end to ``output_shape`` when given."""
+    x, idx = xs[0], xs[1]
+    nd = x.ndim() - 2
+    k, s = list(ctx.attr("kernel_shape")), list(ctx.attr("strides", [1] * nd))
+    pads = list(ctx.attr("pads", [0] * (2 * nd)))
+    shape = list(x.shape[:2]) + [
+        (x.shape[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nd] for i in range(nd)
+    ]
+    zeros = ctx.const(np.zeros(int(np.prod(shape)), dtype=x.dtype))
+    flat = ix.scatter_elements(zeros, autograd.reshape(idx, (-1,)), autograd.reshape(x, (-1,)), 0)
+    y = autograd.reshape(flat, tuple(shape))
+    if len(xs) > 2 and xs[2] is not None:  # a larger output_shape: zeros after the end (ONNX's reference)
+        want = [int(v) for v in ctx.static(xs[2]).reshape(-1)]
+        extra = [w - n for w, n in zip(want, shape)]
+        if any(e < 0 for e in extra):
+            raise ctx.unsupported(f"output_shape {want} smaller than the unpooled shape {shape}")
+        if any(extra):
+            y = autograd.pad(y, "constant", [0] * len(shape) + extra)
+    return y
+
+
 EXPORT = {
     ind.GatherElements: convert_gather_elements,
     ind.GatherND: convert_gather_nd,
@@ -65,4 +144,8 @@ IMPORT = {
     "GatherElements": handle_gather_elements,
     "GatherND": handle_gather_nd,
     "ScatterND": handle_scatter_nd,
+    "Compress": handle_compress,
+    "ReverseSequence": handle_reverse_sequence,
+    "CenterCropPad": handle_center_crop_pad,
+    "MaxUnpool": handle_max_unpool,
 }

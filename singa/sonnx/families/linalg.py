@@ -76,16 +76,29 @@ def handle_gemm(ctx: NodeContext, xs: list) -> Tensor:
     )
 
 
+def convert_det(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Det."""
+    ctx.node("Det", ins, outs)
+
+
+@builds(linalg.Det)
+def handle_det(ctx: NodeContext, xs: list) -> Tensor:
+    """Det of the matrices in the last two axes."""
+    return linalg.det(xs[0])
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     linalg.MatMul: convert_matmul,
     linalg.AddBias: convert_add_bias,
     linalg.Gemm: convert_gemm,
     linalg.CosSim: convert_cossim,
+    linalg.Det: convert_det,
 }
 
 IMPORT = {
     "MatMul": handle_matmul,
     "Gemm": handle_gemm,
     "Attention": attention.handle_attention,
+    "Det": handle_det,
 }

@@ -9,7 +9,9 @@ import numpy as np
 from singa import autograd
 from singa.autograd import elementwise as ew
 from singa.autograd import normalization
+from singa.autograd.indexing import Gather
 from singa.autograd.reduction import ReduceMean, ReduceSum
+from singa.autograd.shaping import Pad, Reshape, Slice
 from singa.sonnx.context import ExportContext, NodeContext, builds, keep_dtype
 from singa.tensor import Tensor
 
@@ -132,6 +134,75 @@ def handle_lp_norm(ctx: NodeContext, xs: list) -> Tensor:
     return keep_dtype(ew.div(x, norm), x.dtype)
 
 
+def _standardise(x: Tensor, axes: list, eps: float) -> Tensor:
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (biased variance)."""
+    d = ew.sub(x, autograd.reduce_mean(x, axes, 1))
+    var = autograd.reduce_mean(ew.mul(d, d), axes, 1)
+    return ew.div(d, ew.sqrt(ew.add(var, Tensor.wrap(var.device.xp.asarray(eps, var.dtype), var.device))))
+
+
+def _per_channel(t: Tensor, ndim: int) -> Tensor:
+    """A (C,) tensor shaped (C, 1, ..., 1) to broadcast over (N, C, D1, ...)."""
+    return autograd.reshape(t, (-1,) + (1,) * (ndim - 2))
+
+
+@builds(ReduceMean, ew.Sub, ew.Mul, ew.Div, ew.Sqrt, ew.Add, Reshape)
+def handle_instance_norm(ctx: NodeContext, xs: list) -> Tensor:
+    """InstanceNormalization: each (sample, channel) standardised over its spatial
+    axes, then ``scale * y + B`` per channel."""
+    x, scale, bias = xs
+    y = _standardise(x, list(range(2, x.ndim())), float(ctx.attr("epsilon", 1e-5)))
+    return ew.add(ew.mul(y, _per_channel(scale, x.ndim())), _per_channel(bias, x.ndim()))
+
+
+@builds(ReduceMean, ew.Sub, ew.Mul, ew.Div, ew.Sqrt, ew.Add, Reshape, ew.Cast, Gather)
+def handle_group_norm(ctx: NodeContext, xs: list) -> Tensor:
+    """GroupNormalization(num_groups, epsilon, stash_type): the channels in
+    ``num_groups`` groups, each standardised over its channels and spatial axes, then
+    scale and bias per channel (opset 21; per group before, repeated over its
+    channels)."""
+    x, scale, bias = xs
+    g = int(ctx.attr("num_groups"))
+    n, c = x.shape[0], x.shape[1]
+    wide = x if x.dtype.itemsize >= 4 or int(ctx.attr("stash_type", 1)) != 1 else ew.cast(x, np.float32)
+    y = _standardise(autograd.reshape(wide, (n, g, -1)), [2], float(ctx.attr("epsilon", 1e-5)))
+    y = keep_dtype(autograd.reshape(y, tuple(x.shape)), x.dtype)
+    if scale.shape[0] != c:  # opset 18: one scale and bias per group
+        idx = ctx.const(np.repeat(np.arange(g), c // g))
+        scale, bias = autograd.gather(scale, 0, idx), autograd.gather(bias, 0, idx)
+    return ew.add(ew.mul(y, _per_channel(scale, x.ndim())), _per_channel(bias, x.ndim()))
+
+
+@builds(ReduceMean, ew.Sub, ew.Mul, ew.Sqrt, ew.Add, ew.Div)
+def handle_mean_variance_norm(ctx: NodeContext, xs: list) -> Tensor:
+    """MeanVarianceNormalization over ``axes`` (default 0, 2, 3):
+    ``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)``, as ONNX's function body."""
+    x = xs[0]
+    axes = [int(a) % x.ndim() for a in ctx.attr("axes", [0, 2, 3])]
+    m = autograd.reduce_mean(x, axes, 1)
+    var = ew.sub(autograd.reduce_mean(ew.mul(x, x), axes, 1), ew.mul(m, m))
+    return ew.div(ew.sub(x, m), ew.add(ew.sqrt(var), ctx.const(1e-9, x.dtype)))
+
+
+@builds(ew.Mul, Pad, Slice, ew.Add, ew.Pow, ew.Div)
+def handle_lrn(ctx: NodeContext, xs: list) -> Tensor:
+    """LRN: ``x / (bias + alpha / size * s)^beta`` with ``s`` the sum of squares over the
+    ``size`` channels around each one (zero beyond the ends)."""
+    x = xs[0]
+    size = int(ctx.attr("size"))
+    alpha, beta, k = (float(ctx.attr(a, d)) for a, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    lo, hi = (size - 1) // 2, (size - 1) - (size - 1) // 2
+    r, c = x.ndim(), x.shape[1]
+    pads = [0] * (2 * r)
+    pads[1], pads[r + 1] = lo, hi
+    sq = autograd.pad(ew.mul(x, x), "constant", pads)
+    total = autograd.slice(sq, [0], [c], [1])
+    for i in range(1, size):
+        total = ew.add(total, autograd.slice(sq, [i], [i + c], [1]))
+    base = ew.add(ew.mul(total, ctx.const(alpha / size, x.dtype)), ctx.const(k, x.dtype))
+    return ew.div(x, ew.pow(base, ctx.const(beta, x.dtype)))
+
+
 def convert_rms_norm(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
     """RMSNormalization (opset 23+), else Mul/ReduceMean/Add/Sqrt/Div (times the scale)."""
     r = xs[0].ndim
@@ -162,4 +233,8 @@ IMPORT = {
     "LayerNormalization": handle_layer_norm,
     "RMSNormalization": handle_rms_norm,
     "LpNormalization": handle_lp_norm,
+    "InstanceNormalization": handle_instance_norm,
+    "GroupNormalization": handle_group_norm,
+    "MeanVarianceNormalization": handle_mean_variance_norm,
+    "LRN": handle_lrn,
 }

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
+from singa.autograd import elementwise as ew
 from singa.autograd import pooling, pooling_nd
 from singa.sonnx.context import NodeContext, builds, spatial_pads
 from singa.sonnx.families.pooling import convert_avg_pool, convert_max_pool
@@ -58,6 +59,18 @@ def handle_avg_pool(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.avg_pool_nd(x, k, s, p, d, ceil, cip)
 
 
+@builds(pooling_nd.AvgPoolNd, pooling.AvgPool2d, ew.Abs, ew.Pow, ew.Mul)
+def handle_lp_pool(ctx: NodeContext, xs: list) -> Tensor:
+    """LpPool: ``(sum over each window of |x|^p)^(1/p)`` (zero padding), the sum an
+    AveragePool counting the padding times the window size."""
+    x = xs[0]
+    k, s, pads, d, ceil = _pool_args(ctx, x)
+    p = float(ctx.attr("p", 2))
+    mean = autograd.avg_pool_nd(ew.pow(ew.abs(x), ctx.const(p, x.dtype)), k, s, pads, d, ceil, True)
+    total = ew.mul(mean, ctx.const(float(np.prod(k)), x.dtype))
+    return ew.pow(total, ctx.const(1.0 / p, x.dtype))
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     pooling_nd.MaxPoolNd: convert_max_pool,
@@ -67,4 +80,5 @@ EXPORT = {
 IMPORT = {
     "MaxPool": handle_max_pool,
     "AveragePool": handle_avg_pool,
+    "LpPool": handle_lp_pool,
 }

@@ -45,5 +45,30 @@ def handle_space_to_depth(ctx: NodeContext, xs: list) -> Tensor:
     return ra.space_to_depth(xs[0], int(ctx.attr("blocksize")), ctx.attr("mode", "DCR"))
 
 
-EXPORT = {ra.DepthToSpace: convert_depth_to_space, ra.SpaceToDepth: convert_space_to_depth}
-IMPORT = {"DepthToSpace": handle_depth_to_space, "SpaceToDepth": handle_space_to_depth}
+def convert_col2im(ctx: ExportContext, op: Any, ins: list, outs: list, xs: list, ys: tuple) -> None:
+    """Col2Im(input, image_shape, block_shape) with strides, pads, dilations (opset 18)."""
+    if ctx.opset < 18:
+        raise ctx.error(op, f"Col2Im needs opset 18 or later (exporting opset {ctx.opset})")
+    image, block = ctx.ints(op.image, "image_shape"), ctx.ints(op.block, "block_shape")
+    attrs = {"strides": list(op.strides), "pads": list(op.pads), "dilations": list(op.dilations)}
+    ctx.node("Col2Im", [ins[0], image, block], outs, **attrs)
+
+
+@builds(ra.Col2Im)
+def handle_col2im(ctx: NodeContext, xs: list) -> Tensor:
+    """Col2Im(input, image_shape, block_shape) with strides, pads and dilations."""
+    image = [int(v) for v in ctx.static(xs[1]).reshape(-1)]
+    block = [int(v) for v in ctx.static(xs[2]).reshape(-1)]
+    return ra.col2im(xs[0], image, block, ctx.attr("strides"), ctx.attr("pads"), ctx.attr("dilations"))
+
+
+EXPORT = {
+    ra.DepthToSpace: convert_depth_to_space,
+    ra.SpaceToDepth: convert_space_to_depth,
+    ra.Col2Im: convert_col2im,
+}
+IMPORT = {
+    "DepthToSpace": handle_depth_to_space,
+    "SpaceToDepth": handle_space_to_depth,
+    "Col2Im": handle_col2im,
+}
