@@ -31,6 +31,7 @@ from singa.model.batches import (
     as_batches,
     epoch_batches,
     host,
+    is_arrays,
     model_device,
     num_batches,
     split_batch,
@@ -178,7 +179,7 @@ class FitLoop:
         self.history = History()
         extra: list[Callback] = [TimeBudget(time_budget)] if time_budget is not None else []
         bar = [ProgressBar(epoch_lines=True)] if verbose == 1 else []
-        lines = [ProgressBar(epoch_lines=True, force=False)] if verbose >= 2 else []
+        lines = [ProgressBar(epoch_lines=True, bar=False)] if verbose >= 2 else []
         self.callbacks = CallbackList([*bar, *lines, *extra, *callbacks, self.history])
         self.accumulate = accumulate
         self.initial_batch = 0
@@ -408,15 +409,12 @@ def fit(
 
 
 def _val_batches(validation_data: Any, batch_size: int) -> Any:
+    """``(x_val, y_val)`` arrays as batches; a loader or iterable of batches as it is."""
     if validation_data is None:
         return None
-    if (
-        isinstance(validation_data, tuple)
-        and len(validation_data) == 2
-        and not hasattr(validation_data[0], "__next__")
-    ):
+    if isinstance(validation_data, tuple) and len(validation_data) == 2:
         vx, vy = validation_data
-        if isinstance(vy, np.ndarray):
+        if is_arrays(vx) and vy is not None:
             return as_batches(vx, vy, batch_size, False, 0)
     return as_batches(validation_data, None, batch_size, False, 0)
 
