@@ -87,12 +87,15 @@ def ckpt_options(f: Any) -> Any:
 def check_ckpt_options(ctx: click.Context, cfg: Any) -> None:
     """Usage errors of these options' combinations."""
     if cfg.resume == "auto" and not cfg.checkpoint_dir:
-        raise click.UsageError("--resume auto needs --checkpoint-dir DIR (the folder to continue from)", ctx=ctx)
+        raise click.UsageError(
+            "--resume auto needs --checkpoint-dir DIR (the folder to continue from)", ctx=ctx
+        )
     if cfg.async_save and not cfg.checkpoint_dir:
         raise click.UsageError("--async-save needs --checkpoint-dir DIR", ctx=ctx)
     if cfg.max_restarts and not cfg.checkpoint_dir:
         raise click.UsageError(
-            "--max-restarts needs --checkpoint-dir DIR (a restart continues from its newest checkpoint)", ctx=ctx
+            "--max-restarts needs --checkpoint-dir DIR (a restart continues from its newest checkpoint)",
+            ctx=ctx,
         )
     if cfg.checkpoint_dir and cfg.checkpoint:
         raise click.UsageError("give --checkpoint FILE or --checkpoint-dir DIR, not both", ctx=ctx)
@@ -119,7 +122,9 @@ def resolve_resume(cfg: Any, warn: Callable[[str], None], info: Callable[[str], 
     try:
         found = newest_valid(folder)
     except CheckpointError as e:
-        raise CliError(f"cannot resume from {folder}: no checkpoint in it reads back whole", details=str(e)) from e
+        raise CliError(
+            f"cannot resume from {folder}: no checkpoint in it reads back whole", details=str(e)
+        ) from e
     if found is None:
         info(f"no checkpoint in {folder}: starting afresh")
         cfg.resume = None

@@ -25,7 +25,15 @@ from singa.checkpoint import CheckpointError, newest_valid
 
 __all__ = ["verify_resume", "compare_checkpoints", "train_twice"]
 
-_OWN = ("--max-steps", "--checkpoint", "--checkpoint-dir", "--resume", "--save-every", "--nproc", "--max-restarts")
+_OWN = (
+    "--max-steps",
+    "--checkpoint",
+    "--checkpoint-dir",
+    "--resume",
+    "--save-every",
+    "--nproc",
+    "--max-restarts",
+)
 
 
 def _check_args(args: Sequence[str]) -> None:
@@ -35,7 +43,16 @@ def _check_args(args: Sequence[str]) -> None:
 
 
 def _train(args: Sequence[str], folder: str, steps: int, resume: bool) -> None:
-    cmd = [sys.executable, "-m", "singa.cli.main", *args, "--max-steps", str(steps), "--checkpoint-dir", folder]
+    cmd = [
+        sys.executable,
+        "-m",
+        "singa.cli.main",
+        *args,
+        "--max-steps",
+        str(steps),
+        "--checkpoint-dir",
+        folder,
+    ]
     cmd += ["--keep", "1", "-q", "--no-plot"] + (["--resume", "auto"] if resume else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -66,7 +83,8 @@ def _describe(a: np.ndarray, b: np.ndarray) -> str:
         return f"{a.shape} {a.dtype} vs {b.shape} {b.dtype}"
     if a.dtype.kind in "fc":
         diff = np.abs(a.astype(np.complex128) - b.astype(np.complex128))
-        return f"max |difference| {float(np.nanmax(diff)) if diff.size else 0.0:.3g}, {int((a != b).sum())} values"
+        biggest = float(np.nanmax(diff)) if diff.size else 0.0
+        return f"max |difference| {biggest:.3g}, {int((a != b).sum())} values"
     return f"{int((a != b).sum())} values differ"
 
 
@@ -93,8 +111,12 @@ def compare_checkpoints(first: str, second: str) -> tuple[int, list[str]]:
     context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @click.option("--steps", type=click.IntRange(min=2), default=20, show_default=True, help="Steps in all.")
-@click.option("--at", "at", type=click.IntRange(min=1), help="Stop and resume after this step [default: steps/2].")
-@click.option("--work", type=click.Path(file_okay=False), help="Keep the runs' folders here [default: a temporary one].")
+@click.option(
+    "--at", "at", type=click.IntRange(min=1), help="Stop and resume after this step [default: steps/2]."
+)
+@click.option(
+    "--work", type=click.Path(file_okay=False), help="Keep the runs' folders here [default: a temporary one]."
+)
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def verify_resume(steps: int, at: int | None, work: str | None, train_args: tuple[str, ...]) -> None:
     """Check that stopping and resuming training changes nothing: TRAIN_ARGS (a model and
@@ -118,7 +140,9 @@ def verify_resume(steps: int, at: int | None, work: str | None, train_args: tupl
         for line in diffs:
             click.echo("  " + line)
         raise SystemExit(1)
-    click.echo(f"exact: all {n} entries (states, optimizer, random state) are bitwise equal after {steps} steps")
+    click.echo(
+        f"exact: all {n} entries (states, optimizer, random state) are bitwise equal after {steps} steps"
+    )
 
 
 def main(argv: list[str] | None = None) -> Any:
