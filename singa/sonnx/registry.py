@@ -11,6 +11,7 @@ from singa.sonnx.families import (
     activation,
     attention,
     contraction,
+    control,
     conv,
     conv_transpose,
     creation,
@@ -33,6 +34,7 @@ from singa.sonnx.families import (
     resize,
     rounding,
     shaping,
+    signal,
     sorting,
     trigonometric,
     variadic,
@@ -42,6 +44,7 @@ FAMILIES = (
     activation,
     attention,
     contraction,
+    control,
     conv,
     conv_transpose,
     creation,
@@ -64,6 +67,7 @@ FAMILIES = (
     resize,
     rounding,
     shaping,
+    signal,
     sorting,
     trigonometric,
     variadic,
@@ -71,7 +75,7 @@ FAMILIES = (
 
 #: families with handlers that compute their values when the node runs (inference-only
 #: operators: integer, index or data-dependent outputs without a gradient), besides shaping
-COMPUTING = (sorting, quantize)
+COMPUTING = (sorting, quantize, control, signal)
 
 
 def _merge(tables: list[dict], what: str) -> dict:
