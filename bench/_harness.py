@@ -150,7 +150,7 @@ def traced_peak(make: Callable[[], Step], warmup: int = 2, steps: int = 2) -> tu
     tracemalloc (which numpy reports its allocations to): the most a step allocates above
     what is live before it, and in total. singa's operator buffer pool is emptied first,
     so that every configuration builds its own."""
-    from singa.autograd.buffers import clear_scratch
+    from singa.kernels.buffers import clear_scratch
 
     clear_scratch()
     gc.collect()

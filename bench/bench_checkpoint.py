@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
+from singa import checkpoint as ck
 from singa.layer.base import Layer
-from singa.model import checkpoint as ck
 from singa.tensor import Tensor
 
 

@@ -1,7 +1,7 @@
 """The convolution's batch slices on the workers, against an earlier convolution, in one process.
 
 ``singa/autograd/conv.py`` runs the batch slices of its kernels (columns, products,
-col2im, weight-gradient partials) on :mod:`singa.autograd.workers`, BLAS on one thread
+col2im, weight-gradient partials) on :mod:`singa.kernels.workers`, BLAS on one thread
 each. This script times it against the convolution of an earlier commit (``--base``,
 loaded from git into this process and swapped in as the methods of ``Conv2d``), in
 interleaved blocks with a pause between them (``_harness.run_blocks``):
@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_graph as bg  # noqa: E402
 from _harness import ms, run_blocks, uptime  # noqa: E402
 
-from singa.autograd import conv, workers  # noqa: E402
+from singa.autograd import conv  # noqa: E402
+from singa.kernels import workers  # noqa: E402
 
 #: the convolution before its slices ran on the workers (main at the start of this work)
 DEFAULT_BASE = "7c6bead"

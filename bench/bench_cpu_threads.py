@@ -5,17 +5,17 @@ several settings, interleaved in blocks with a short pause between them (so that
 burst of load falls on all of them, and one setting's spinning threads do not slow the
 next), next to PyTorch CPU:
 
-- ``split=1`` / ``split=2``: :func:`singa.autograd.workers.set_worker_count`, the threads
+- ``split=1`` / ``split=2``: :func:`singa.kernels.workers.set_worker_count`, the threads
   that the batch-sliced convolutions and the elementwise kernels run on
   (``SINGA_NUM_THREADS``);
-- ``blas-policy`` on/off: :mod:`singa.autograd.blas_threads`, which runs skinny
+- ``blas-policy`` on/off: :mod:`singa.kernels.blas_threads`, which runs skinny
   matrix products on one BLAS thread (off: every product on BLAS's own thread count).
 
 Each line gives the median and minimum wall time of a step, the median CPU time of a
 step (``time.process_time``, all threads: CPU above the wall time is work on the second
 core, or threads spinning), and the ratio of medians to PyTorch. With ``--first-step``
 it also times the first training step of a fresh process with numba's disk cache
-empty and filled (the compiled kernels of :mod:`singa.autograd.jit`).
+empty and filled (the compiled kernels of :mod:`singa.kernels.jit`).
 
     python bench/bench_cpu_threads.py                       # cnn and mlp, 2 threads
     python bench/bench_cpu_threads.py --models cnn --reps 8 --first-step
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_graph as bg  # noqa: E402
 from _harness import load_torch, mallopt  # noqa: E402
 
-from singa.autograd import blas_threads, workers  # noqa: E402
+from singa.kernels import blas_threads, workers  # noqa: E402
 
 SETTINGS = {
     "split=1 policy=on": (1, True),

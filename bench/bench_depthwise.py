@@ -1,5 +1,5 @@
 """Depthwise convolution (``groups == channels``): the depthwise kernels of
-:mod:`singa.autograd.conv_depthwise` (``depthwise``: the compiled kernels; ``passes``:
+:mod:`singa.kernels.conv_depthwise` (``depthwise``: the compiled kernels; ``passes``:
 its elementwise passes, which serve cupy and float16) against the general grouped path
 of :class:`~singa.autograd.conv.Conv2d` they replace, and PyTorch, in one process.
 
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 from _harness import load_torch, ms, run_blocks, uptime  # noqa: E402
 
-import singa.autograd.conv_depthwise as depthwise  # noqa: E402
+import singa.kernels.conv_depthwise as depthwise  # noqa: E402
 from singa import autograd, tensor  # noqa: E402
 
 #: (batch, channels, height=width) of Xception's and MobileNet's depthwise layers

@@ -89,7 +89,7 @@ def _allreduce_worker(args: argparse.Namespace) -> dict:
     import numpy as np
 
     from singa import device, opt, tensor, zoo
-    from singa.dist import collectives as coll
+    from singa.parallel import collectives as coll
 
     comm = opt.DistOpt(opt.SGD()).communicator
     engine = comm.host
@@ -124,7 +124,7 @@ def _allreduce_worker(args: argparse.Namespace) -> dict:
 
 # ----- the driver ---------------------------------------------------------------------------------
 def _env(threads: int) -> dict:
-    from singa.dist.launch import mpi_env
+    from singa.parallel.launch import mpi_env
 
     env = mpi_env(2, threads=threads, base={k: v for k, v in os.environ.items() if k not in _THREAD_VARS})
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -140,7 +140,7 @@ def _run(cmd: list[str], env: dict) -> dict:
 
 
 def _worker_cmd(args: argparse.Namespace, worker: str, distributed: bool) -> list[str]:
-    from singa.dist.launch import mpiexec_command
+    from singa.parallel.launch import mpiexec_command
 
     argv = [sys.executable, os.path.abspath(__file__), "--worker", worker]
     argv += ["--batch", str(args.batch), "--steps", str(args.steps), "--blocks", str(args.blocks)]

@@ -3,12 +3,12 @@
 
 Each run is a fresh process, started through ``/bin/sh`` so that its peak RSS
 (``ru_maxrss``) is its own; the two alternate for ``--pairs`` pairs. Ours runs
-``singa-train``'s own code (``cli.main``) with its defaults for the CNN (SGD, momentum,
+``singa-train``'s own code (``singa.cli.main``) with its defaults for the CNN (SGD, momentum,
 cosine schedule over the run, graph mode, batch 64, no augmentation) and ``--log``; the
 per-epoch training time (the training loop only, as ``singa-train`` reports it) and the
 test accuracy come from that log. PyTorch gets the same arrays (written once to ``.npy``
 files), the same per-channel normalisation, learning rate, momentum, weight decay and
-evaluation batch size, read from ``cli``'s defaults.
+evaluation batch size, read from ``singa.cli``'s defaults.
 
 Data: ``--data auto`` takes the full Fashion-MNIST (60,000 / 10,000) when its files are
 on disk (singa's cache, ``--data-dir``, the Debian package; no download) and otherwise
@@ -44,7 +44,7 @@ def singa_child(argv: list[str]) -> int:
     print the epochs from its log and this process's peak RSS as one JSON line."""
     import resource
 
-    from cli.main import main as singa_train
+    from singa.cli.main import main as singa_train
 
     try:
         singa_train(argv)
@@ -85,8 +85,8 @@ def pick_data(name: str, data_dir: str | None):
 
 def recipe(batch_size: int, info) -> dict:
     """``singa-train``'s defaults for SGD, as the PyTorch script needs them."""
-    from cli.config import OPTIMIZER_DEFAULTS, TrainConfig
-    from cli.trainer import eval_batch_size
+    from singa.cli.config import OPTIMIZER_DEFAULTS, TrainConfig
+    from singa.cli.trainer import eval_batch_size
 
     cfg = TrainConfig(batch_size=batch_size)
     if cfg.optimizer != "sgd" or cfg.scheduler != "cosine" or cfg.warmup or cfg.augment:

@@ -37,7 +37,8 @@ from _harness import run_blocks, uptime  # noqa: E402
 from bench_infer import MODELS, build  # noqa: E402
 
 from singa import tensor  # noqa: E402
-from singa.autograd import blas_threads, conv  # noqa: E402
+from singa.autograd import conv  # noqa: E402
+from singa.kernels import blas_threads  # noqa: E402
 
 
 def product_shapes(name: str, batch: int) -> list[tuple[int, int, int]]:

@@ -2,7 +2,7 @@
 
 Saves a model of about ``--mb`` MB (the ``Net`` of the checkpoint tests plus one big
 matrix) with an optimizer, builds the hostile corpus of
-``tests/model/hostile_checkpoints.py`` from it (nested and flat zip bombs inflating to
+``tests/checkpoint/hostile_checkpoints.py`` from it (nested and flat zip bombs inflating to
 ``--inflate-mb``, ``/dev/zero``, a FIFO, 100,000 members, 100,000 arrays, lying
 central directories, a huge shape, a truncated file), then loads each one into a
 fresh copy of the model in a forked child and reports, per file: whether it was
@@ -33,8 +33,8 @@ sys.path.insert(0, _TESTS)
 import hostile_checkpoints as hostile  # noqa: E402
 from test_checkpoint_helpers import Leaf, Net, fake_grads  # noqa: E402
 
+from singa import checkpoint as ck  # noqa: E402
 from singa import opt  # noqa: E402
-from singa.model import checkpoint as ck  # noqa: E402
 
 
 class BenchNet(Net):

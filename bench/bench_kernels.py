@@ -4,7 +4,7 @@ against a baseline tree.
 Each case is one operator's forward and backward on a shape from the zoo's ResNet-20
 and MNIST CNN at batch 64 (float32, NHWC memory as the convolutions return it):
 BatchNorm (training), ReLU and 2x2 max-pooling. Variants: this tree with one worker
-(``w1``) and with two (``w2``, :mod:`singa.autograd.workers`), and with ``--baseline
+(``w1``) and with two (``w2``, :mod:`singa.kernels.workers`), and with ``--baseline
 DIR`` the operators of another checkout (``git worktree add DIR <commit>``) loaded from
 DIR's files on top of this tree's support modules, so that old and new kernels run in
 one process. Blocks of calls alternate over ``--reps`` rounds with a pause between
@@ -41,7 +41,8 @@ sys.path.insert(0, HERE)
 
 from _harness import run_blocks, uptime  # noqa: E402
 
-from singa.autograd import activation, normalization, pooling, workers  # noqa: E402
+from singa.autograd import activation, normalization, pooling  # noqa: E402
+from singa.kernels import workers  # noqa: E402
 
 #: (label, operator family, NCHW shape)
 CASES = [

@@ -277,6 +277,16 @@ def create_cuda_gpu() -> Device:
     return create_cuda_gpu_on(0)
 
 
+def array_module(a: Any) -> Any:
+    """The array module (numpy or cupy) that ``a`` belongs to: numpy for numpy arrays and
+    scalars, cupy for anything else (imported only then)."""
+    if isinstance(a, np.ndarray | np.generic):
+        return np
+    import cupy
+
+    return cupy
+
+
 def device_of(array: Any) -> Device:
     """The device an array lives on (numpy -> CPU, cupy -> its GPU)."""
     if isinstance(array, np.ndarray | np.generic):

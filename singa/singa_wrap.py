@@ -17,7 +17,7 @@ Example::
     if singa_wrap.USE_CUDA:
         dev = device.create_cuda_gpu()
 
-``NcclIdHolder`` (see :mod:`singa.dist.nccl`) is here too, for distributed scripts that
+``NcclIdHolder`` (see :mod:`singa.parallel.nccl`) is here too, for distributed scripts that
 import it as ``from singa import singa_wrap as singa``.
 """
 
@@ -27,7 +27,7 @@ import importlib.util
 
 from singa import __version__
 from singa import device as _device
-from singa.dist.nccl import NcclIdHolder
+from singa.parallel.nccl import NcclIdHolder
 
 __all__ = ["NcclIdHolder", "USE_CUDA", "USE_DIST", "USE_DNNL", "USE_OPENCL", "USE_PYTHON3", "SINGA_VERSION"]
 

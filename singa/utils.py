@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from singa.device import array_module
+
 __all__ = [
     "force_unicode",
     "get_output_shape",
@@ -94,20 +96,10 @@ def get_padding_shape(
 _ODD_SIDES = ((2, True), (2, False), (3, True), (3, False))  # (axis, at the beginning)
 
 
-def _xp(a: Any) -> Any:
-    if type(a).__module__.partition(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    import numpy
-
-    return numpy
-
-
 def handle_odd_pad_fwd(x: Any, odd_padding: Sequence[int], is_pool: bool = False) -> Any:
     """Add the extra rows/columns ``odd_padding`` = (top, bottom, left, right) to an
     (N, C, H, W) array: zeros, or for pooling copies of the border rows/columns."""
-    xp = _xp(x)
+    xp = array_module(x)
     for (axis, begin), pad in zip(_ODD_SIDES, odd_padding):
         if not pad:
             continue
@@ -124,7 +116,7 @@ def handle_odd_pad_fwd(x: Any, odd_padding: Sequence[int], is_pool: bool = False
 
 def handle_odd_pad_bwd(dx: Any, odd_padding: Sequence[int]) -> Any:
     """Remove what :func:`handle_odd_pad_fwd` added from a gradient array."""
-    xp = _xp(dx)
+    xp = array_module(dx)
     for (axis, begin), pad in zip(_ODD_SIDES, odd_padding):
         if pad:
             n = dx.shape[axis]

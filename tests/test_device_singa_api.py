@@ -121,10 +121,10 @@ def test_singa_wrap_flags_are_truthful():
     assert singa_wrap.USE_DIST == (importlib.util.find_spec("mpi4py") is not None)
     assert singa_wrap.USE_DNNL is False and singa_wrap.USE_PYTHON3 is True
     # no kernels or C++ look-alikes: the one callable is the distributed id holder, a
-    # Python class of singa.dist that SINGA's scripts import from here
+    # Python class of singa.parallel that SINGA's scripts import from here
     callables = [n for n in singa_wrap.__all__ if callable(getattr(singa_wrap, n))]
     assert callables == ["NcclIdHolder"]
-    assert singa_wrap.NcclIdHolder.__module__ == "singa.dist.nccl"
+    assert singa_wrap.NcclIdHolder.__module__ == "singa.parallel.nccl"
 
 
 def test_gpu_listing_helpers_agree_with_the_gpu_count():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import singa
-from singa.autograd import jit
+from singa.kernels import jit
 from singa.user_cache import user_cache_dir
 
 PACKAGE = Path(singa.__file__).resolve().parent

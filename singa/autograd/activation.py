@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import workers
-from singa.autograd.buffers import pooled_out
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
-from singa.autograd.jit import kernel
+from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
+from singa.device import array_module
+from singa.kernels import workers
+from singa.kernels.buffers import pooled_out
+from singa.kernels.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = [

@@ -22,14 +22,14 @@ Backward: dW is one product per slice with the columns made again from the input
 e.g. the first layer) is, for stride 1, a convolution of the padded dy with the
 flipped filters (columns of dy times (kh*kw*O, C)); otherwise one product per kernel
 offset, (rows, O) @ (O, C), added into the padded NHWC gradient by contiguous blocks
-(col2im). Large arrays come from the buffer pool of :mod:`singa.autograd.buffers`.
+(col2im). Large arrays come from the buffer pool of :mod:`singa.kernels.buffers`.
 
 Threads: the batch slices of every ungrouped kernel (forward, dx, dW) are independent
-pieces run on :mod:`singa.autograd.workers`, each making its own columns and products
+pieces run on :mod:`singa.kernels.workers`, each making its own columns and products
 on one BLAS thread; the slices depend only on the shapes and the weight-gradient
 partials are added in slice order, so results are bitwise the same on any number of
 workers (see "batch slices on the workers" below). Grouped convolutions copy their
-columns in batch slices too (``_im2col.split_batch``).
+columns in batch slices too (``im2col.split_batch``).
 """
 
 from __future__ import annotations
@@ -39,20 +39,19 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd._im2col as im
-import singa.autograd.conv_depthwise as depthwise
-import singa.autograd.conv_geometry as geo
-from singa.autograd import blas_threads, workers
-from singa.autograd.buffers import scratch
-from singa.autograd.conv_epilogue import Epilogue
-from singa.autograd.engine import Operation, array_module, check_same_dtype
+from singa.autograd.engine import Operation, check_same_dtype
+from singa.device import array_module
+from singa.kernels import blas_threads, workers
+from singa.kernels import conv_depthwise as depthwise
+from singa.kernels import conv_geometry as geo
+from singa.kernels import im2col as im
+from singa.kernels.buffers import scratch
+from singa.kernels.conv_epilogue import Epilogue
 from singa.tensor import Tensor
 
 __all__ = ["conv2d"]
 
-# inputs with at most this many channels (per group 1), laid out NCHW, use the
-# kernel-major column layout
-_KMAJOR_MAX_C = 4
+_KMAJOR_MAX_C = 4  # inputs of at most this many channels (per group 1), NCHW: kernel-major columns
 # ungrouped convolutions make and multiply their columns in slices of about this
 # many bytes, which stay in the CPU's cache between the copy and the product. The
 # products of few-channel layers (at most _SKINNY_MAX_O outputs per column row) are
@@ -127,7 +126,7 @@ class Conv2d(Operation):
         ``residual``, an array of y's shape and dtype, added to y, ``relu``, max(y, 0)
         after it, and ``pool``, ``(kh, kw, sh, sw)`` of a max-pool without padding
         applied last (y is then the pooled output), each done to a batch slice as it
-        is made, while it is in cache (:class:`~singa.autograd.conv_epilogue.Epilogue`)."""
+        is made, while it is in cache (:class:`~singa.kernels.conv_epilogue.Epilogue`)."""
         xp = array_module(x)
         fused = relu or residual is not None or pool is not None or affine is not None
         if depthwise.applies(self, x.shape, W.shape):
@@ -424,7 +423,7 @@ class Conv2d(Operation):
 # OpenBLAS's second thread mostly waits, so before this the convolutions used a second
 # core poorly (bench/README.md: a second thread sped PyTorch's CNN step up 1.3-1.9x,
 # ours 0.9-1.5x, while our CPU time per step doubled). Each batch slice makes its own
-# columns and products instead, the slices spread over singa.autograd.workers with
+# columns and products instead, the slices spread over singa.kernels.workers with
 # BLAS on one thread each: copies, col2im and products all run on every core, no
 # product hands work between BLAS threads, and a worker that is preempted holds up
 # one slice, not the whole product. What it saved, on a 2-core VM loaded by other

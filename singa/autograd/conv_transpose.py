@@ -14,8 +14,9 @@ import itertools
 import math
 from typing import Any
 
-import singa.autograd.conv_geometry as geo
-from singa.autograd.engine import Operation, array_module
+import singa.kernels.conv_geometry as geo
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["conv_transpose2d", "conv_transpose3d"]

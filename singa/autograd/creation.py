@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from singa import device
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["shape", "constant_of_shape", "Shape", "ConstantOfShape"]

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from singa.autograd.activation import erf as erf_of_array
-from singa.autograd.engine import Operation, array_module, unbroadcast
+from singa.autograd.engine import Operation, unbroadcast
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = [

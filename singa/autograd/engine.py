@@ -54,9 +54,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from singa.autograd.gradient_array import gradient_views
+from singa.device import array_module  # noqa: F401  (kept importable here for operator code)
 from singa.tensor import Tensor
 
 #: the object holding the user-visible switches ``training`` and ``autocast``: the
@@ -501,15 +500,6 @@ def gradients(y: Tensor, dy: Any = None, retain_graph: bool = True) -> Gradients
     ``retain_graph`` is False), keyed by ``id(tensor)`` as in SINGA; the result can be
     indexed by the tensor too."""
     return Gradients((id(p), g) for p, g in backward(y, dy, retain_graph))
-
-
-def array_module(a: Any) -> Any:
-    """The array module (numpy or cupy) that ``a`` belongs to."""
-    if isinstance(a, np.ndarray | np.generic):
-        return np
-    import cupy
-
-    return cupy
 
 
 def check_same_dtype(opname: str, *tensors: Tensor, floating: bool = False) -> None:

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, unbroadcast
+from singa.autograd.engine import Operation, unbroadcast
 from singa.autograd.shaping import check_axis, lift, scatter_add
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = [

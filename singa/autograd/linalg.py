@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.autograd.errors import ShapeError
-from singa.autograd.products import matmul as _product
+from singa.device import array_module
+from singa.kernels.products import matmul as _product
 from singa.tensor import Tensor
 
 __all__ = ["matmul", "add_bias", "gemm", "cossim", "det"]

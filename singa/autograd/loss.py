@@ -19,9 +19,10 @@ import math
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
 from singa.autograd.errors import ShapeError
-from singa.autograd.jit import kernel, takes_floats
+from singa.device import array_module
+from singa.kernels.jit import kernel, takes_floats
 from singa.tensor import Tensor
 
 __all__ = [

@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd import workers
-from singa.autograd._im2col import is_channels_last
-from singa.autograd.buffers import scratch
-from singa.autograd.engine import Operation, array_module, check_same_dtype, is_training, unbroadcast
-from singa.autograd.jit import kernel
+from singa.autograd.engine import Operation, check_same_dtype, is_training, unbroadcast
 from singa.autograd.linalg import ones_vector
+from singa.device import array_module
+from singa.kernels import workers
+from singa.kernels.buffers import scratch
+from singa.kernels.im2col import is_channels_last
+from singa.kernels.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = ["batchnorm_2d", "layer_norm", "rms_norm"]
@@ -332,7 +333,7 @@ class BatchNorm2d(Operation):
         """(m, a, b) per channel in dtype ``dt`` (float32 or float64) with which the CPU
         evaluation forward computes ``y = (x - m) * a + b``, each step rounded to ``dt``:
         a kernel that computes the same expression from them gives this operator's bits
-        (:class:`~singa.autograd.conv_epilogue.Epilogue` does)."""
+        (:class:`~singa.kernels.conv_epilogue.Epilogue` does)."""
         m, var = np.asarray(running_mean, np.float64), np.asarray(running_var, np.float64)
         return self._coefficients(m, 1.0 / np.sqrt(var + self.eps), scale, bias, dt)
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd._im2col as im
-import singa.autograd.conv_geometry as geo
-from singa.autograd import workers
-from singa.autograd.engine import Operation, array_module
-from singa.autograd.jit import kernel
+import singa.kernels.conv_geometry as geo
+import singa.kernels.im2col as im
+from singa.autograd.engine import Operation
+from singa.device import array_module
+from singa.kernels import workers
+from singa.kernels.jit import kernel
 from singa.tensor import Tensor
 
 __all__ = [
@@ -105,7 +106,7 @@ class MaxPool2d(_Pooling):
     inputs give NaN outputs but no gradient.
 
     Forward takes the maximum of each window of the padded input
-    (:func:`~singa.autograd._im2col.max_of_windows`: one compiled pass on the CPU when
+    (:func:`~singa.kernels.im2col.max_of_windows`: one compiled pass on the CPU when
     the channels are contiguous in memory, kh*kw strided views otherwise); backward
     finds each window's first maximum again, in one compiled pass on the CPU
     (:func:`_max_backward`), with kh*kw views on a GPU. Both run over batch pieces on

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd.conv_geometry as geo
 import singa.autograd.pooling as pooling
-from singa.autograd.engine import Operation, array_module
+import singa.kernels.conv_geometry as geo
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["max_pool_nd", "avg_pool_nd", "max_pool_3d", "avg_pool_3d"]

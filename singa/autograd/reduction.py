@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
 from singa.autograd.linalg import ones_vector
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "sum", "mean", "cumsum"]

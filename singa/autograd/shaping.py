@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, unbroadcast
+from singa.autograd.engine import Operation, unbroadcast
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = [

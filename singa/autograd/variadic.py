@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["max", "min", "Max", "Min", "Sum", "Mean"]

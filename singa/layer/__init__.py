@@ -13,6 +13,7 @@ Example::
     print(list(fc.get_params()))   # ['W', 'b']
 """
 
+from singa.layer.activation import GELU, HardSwish, LeakyReLU, Mish, ReLU, Sigmoid, SiLU, SoftMax, Tanh
 from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer, LoadResult
 from singa.layer.conv import (
@@ -26,25 +27,13 @@ from singa.layer.conv import (
     SeparableConv2d,
 )
 from singa.layer.linear import Embedding, Gemm, Linear
+from singa.layer.loss import BinaryCrossEntropy, CrossEntropy, MeanSquareError, SoftMaxCrossEntropy
+from singa.layer.merge import Add, Cat
 from singa.layer.norm import BatchNorm2d, Dropout, LayerNorm, RMSNorm
 from singa.layer.position import PatchEmbedding, PositionalEmbedding, SinusoidalPositionalEncoding
 from singa.layer.rnn import LSTM, RNN, RNN_Base
 from singa.layer.rnn_gru import GRU, CudnnRNN
-from singa.layer.simple import (
-    Add,
-    BinaryCrossEntropy,
-    Cat,
-    CrossEntropy,
-    Flatten,
-    LeakyReLU,
-    MeanSquareError,
-    ReLU,
-    Reshape,
-    Sigmoid,
-    SoftMax,
-    SoftMaxCrossEntropy,
-    Tanh,
-)
+from singa.layer.shaping import Flatten, Reshape
 from singa.layer.transformer import (
     TransformerDecoder,
     TransformerDecoderLayer,

@@ -1,6 +1,6 @@
 """Private helpers of the layers: creating parameters and buffers, adopting the first
 input's device and dtype, and converting SINGA's padding forms (the rest of the
-geometry is :mod:`singa.autograd.conv_geometry`)."""
+geometry is :mod:`singa.kernels.conv_geometry`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.autograd import conv_geometry as geo
+from singa.kernels import conv_geometry as geo
 from singa.tensor import Tensor
 
 

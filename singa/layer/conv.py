@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from singa import autograd, initializer
-from singa.autograd.conv_geometry import pair, same_pads
+from singa.kernels.conv_geometry import pair, same_pads
 from singa.layer._util import adopt, check_pad_mode, new_param, padding4
 from singa.layer.base import Layer
 from singa.tensor import Tensor

@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from singa import autograd
+from singa.layer import activation as _activation
 from singa.layer import conv as _conv
 from singa.layer import linear as _linear
 from singa.layer import norm as _norm
 from singa.layer import rnn as _rnn
-from singa.layer import simple as _simple
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 
@@ -139,7 +139,7 @@ class AvgPool1d(_conv.AvgPool1d):
     """``autograd.AvgPool1d(kernel_size, stride=None, padding=0)``."""
 
 
-class ReLU(_simple.ReLU):
+class ReLU(_activation.ReLU):
     """``autograd.ReLU()``: a layer applying max(x, 0) (returns a Tensor)."""
 
 

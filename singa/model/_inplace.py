@@ -18,7 +18,7 @@ Three uses:
   for backward equal the operator's own. A variant whose check fails is not used
   (a test runs every declared variant through this check, so none fails unnoticed).
 
-Ownership is decided by :func:`singa.autograd.buffers.owns` (the one reference-count
+Ownership is decided by :func:`singa.kernels.buffers.owns` (the one reference-count
 rule shared with the operators' buffer pool).
 """
 
@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.buffers import owns
-from singa.autograd.engine import DonatingUpdate, array_module
+from singa.autograd.engine import DonatingUpdate
+from singa.device import array_module
+from singa.kernels.buffers import owns
 
 __all__ = ["add_into", "donating", "find_variants", "inplace_call"]
 

@@ -4,7 +4,7 @@ Each is a small callable object run on arrays by a generated replay function. Th
 call the operators' own kernels (the convolution's ``forward``) and add what the
 fusion saves: the bias, BatchNorm's evaluation, a residual, ReLU and a max-pool applied
 to the product's output in place, slice by slice for a convolution
-(:mod:`singa.autograd.conv_epilogue`), instead of a new array and a pass over memory
+(:mod:`singa.kernels.conv_epilogue`), instead of a new array and a pass over memory
 for each. None keeps a backward cache: these kernels exist only for evaluation.
 
 Per element they compute what the unfused operators compute (``max(x @ W + b, 0)`` with
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import singa.autograd.conv_winograd as winograd
-from singa.autograd.conv_epilogue import pool_window
-from singa.autograd.engine import array_module
-from singa.autograd.jit import takes_floats
-from singa.autograd.products import matmul as _product
+import singa.kernels.conv_winograd as winograd
+from singa.device import array_module
+from singa.kernels.conv_epilogue import pool_window
+from singa.kernels.jit import takes_floats
+from singa.kernels.products import matmul as _product
 
 __all__ = ["ConvForward", "LinearForward"]
 
@@ -54,7 +54,7 @@ class ConvForward:
             evaluation) applied to the convolution's output, with its parameters read
             live on every call, or None.
         filters: the weights transformed for a Winograd convolution
-            (:func:`singa.autograd.conv_winograd.transform_filters`, a snapshot taken
+            (:func:`singa.kernels.conv_winograd.transform_filters`, a snapshot taken
             when the graph was built), or None: then inputs that fit it run through
             them instead of ``W``.
     """

@@ -29,7 +29,7 @@ activated                         slice of the output as it is made (``activated
 ============ =========== ======== ===================================================
 
 One rewrite is not a pair: with ``fold``, a convolution that
-:func:`singa.autograd.conv_winograd.suits` (float32, 3 x 3 or 5 x 5, stride 1, at least
+:func:`singa.kernels.conv_winograd.suits` (float32, 3 x 3 or 5 x 5, stride 1, at least
 8 channels in and out) runs as a Winograd convolution F(4x4, r x r) on filters
 transformed once from its weights (after any BatchNorm folded into them), counted as
 ``conv/winograd``: 2.25x (3 x 3) to 6.25x (5 x 5) fewer multiply-adds, with other
@@ -59,14 +59,14 @@ from typing import Any
 
 import numpy as np
 
-import singa.autograd.conv_winograd as winograd
+import singa.kernels.conv_winograd as winograd
 from singa.autograd.activation import ReLU
 from singa.autograd.conv import Conv2d, product_layout
-from singa.autograd.conv_epilogue import pool_window
 from singa.autograd.elementwise import Add
 from singa.autograd.linalg import AddBias, Gemm, MatMul
 from singa.autograd.normalization import BatchNorm2d
 from singa.autograd.pooling import MaxPool2d
+from singa.kernels.conv_epilogue import pool_window
 from singa.model.fused import ConvForward, LinearForward
 from singa.model.graph import Graph, Node, Recorder
 
@@ -314,7 +314,7 @@ def fuse(rec: Recorder, out_slots: list[int], fold: bool = False) -> Counter:
 def _final_node(rec: Recorder, item: Any, p: int, fold: bool, counts: Counter) -> Node:
     """The node that runs at position ``p``: a fused stage's (its rules counted into
     ``counts``), or the traced one. With ``fold``, a convolution that
-    :func:`~singa.autograd.conv_winograd.suits` runs as a Winograd convolution, whether
+    :func:`~singa.kernels.conv_winograd.suits` runs as a Winograd convolution, whether
     it absorbed anything or not."""
     if fold and isinstance(item, Node) and isinstance(item.op, Conv2d):
         item = _producer(rec, item, p) or item

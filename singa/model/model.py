@@ -46,8 +46,9 @@ from collections import OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
-from singa.autograd import buffers, workers
+from singa import checkpoint
 from singa.autograd.engine import no_grad
+from singa.kernels import buffers, workers
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
 from singa.model import freezing as _freezing
@@ -373,18 +374,14 @@ class Model(Layer):
 
     # ----- delegations ---------------------------------------------------------------------------
     def save_states(self, fpath: str, aux_states: dict | None = None, *, compress: bool = False) -> None:
-        """Save a checkpoint (see :func:`singa.model.checkpoint.save_model`): the model's
+        """Save a checkpoint (see :func:`singa.checkpoint.save_model`): the model's
         states, its optimizer's, the device's random state and ``aux_states``, in one zip
         written atomically. ``compress`` deflates the arrays (smaller, slower)."""
-        from singa.model import checkpoint
-
         checkpoint.save_model(self, fpath, aux_states, compress=compress)
 
     def load_states(self, fpath: str, strict: bool = True) -> dict:
         """Load a checkpoint in place; returns its aux_states dict
-        (see :func:`singa.model.checkpoint.load_model`)."""
-        from singa.model import checkpoint
-
+        (see :func:`singa.checkpoint.load_model`)."""
         try:
             return checkpoint.load_model(self, fpath, strict=strict)
         finally:
@@ -393,7 +390,7 @@ class Model(Layer):
 
 def _release_trace_buffers() -> None:
     """A trace keeps every intermediate array alive until it is compiled, so the
-    operators' buffer pool (:func:`singa.autograd.buffers.scratch`) had to grow to
+    operators' buffer pool (:func:`singa.kernels.buffers.scratch`) had to grow to
     cover all of them at once; forget those buffers (arrays in use stay valid) so
     replays start from a pool sized by their own needs, as eager steps do."""
     buffers.clear_scratch()

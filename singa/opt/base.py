@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import engine
-from singa.autograd.engine import array_module
+from singa.device import array_module
 from singa.opt.schedulers import Scheduler
 from singa.tensor import Tensor
 

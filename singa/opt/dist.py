@@ -9,7 +9,7 @@ by :meth:`DistOpt.broadcast_params` or, failing that, before the first update) a
 stay bitwise identical.
 
 Launch with ``mpiexec -n N python train.py`` (CPU arrays go through MPI, GPU arrays
-through NCCL), or make an :class:`~singa.dist.NcclIdHolder` and pass it with
+through NCCL), or make an :class:`~singa.parallel.NcclIdHolder` and pass it with
 ``local_rank`` and ``world_size`` to each child of a multiprocessing launch (GPUs).
 A process that no launcher started is a job of one rank.
 
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from singa.autograd import engine as autograd_engine
-from singa.dist import collectives as coll
-from singa.dist.communicator import Communicator
 from singa.opt.base import clip_by_global_norm
+from singa.parallel import collectives as coll
+from singa.parallel.communicator import Communicator
 from singa.tensor import Tensor
 
 __all__ = ["DistOpt", "unwrap_optimizer", "backward_with_option", "DIST_OPTIONS"]
@@ -61,12 +61,12 @@ class DistOpt:
 
     Args:
         opt: the optimizer to wrap (default ``SGD()``).
-        nccl_id: a :class:`~singa.dist.NcclIdHolder` for a multiprocessing launch on
+        nccl_id: a :class:`~singa.parallel.NcclIdHolder` for a multiprocessing launch on
             GPUs; None for ``mpiexec`` (or a single process).
         local_rank: this process's GPU (multiprocessing launch).
         world_size: the number of processes (multiprocessing launch).
         buffSize: SINGA's communication buffer size in elements (kept for the API).
-        communicator: an existing :class:`~singa.dist.Communicator` to use instead
+        communicator: an existing :class:`~singa.parallel.Communicator` to use instead
             of making one (the ranks are then its ranks).
 
     Attributes:
@@ -74,7 +74,7 @@ class DistOpt:
         local_rank: the rank among the processes of this machine (pick the GPU with it).
         global_rank: the rank in the job; rank 0 usually prints and saves.
         opt: the wrapped optimizer.
-        communicator: the :class:`~singa.dist.Communicator`.
+        communicator: the :class:`~singa.parallel.Communicator`.
     """
 
     def __init__(

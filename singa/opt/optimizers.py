@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from singa.autograd.engine import array_module
-from singa.autograd.jit import kernel, takes_floats
+from singa.device import array_module
+from singa.kernels.jit import kernel, takes_floats
 from singa.opt.base import Optimizer, _number
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSProp", "AdaGrad"]

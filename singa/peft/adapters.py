@@ -1,5 +1,5 @@
 """Adapter-only checkpoints: the LoRA tensors (and ``modules_to_save`` states) with
-the configuration, in the checkpoint zip format of :mod:`singa.model.checkpoint`
+the configuration, in the checkpoint zip format of :mod:`singa.checkpoint`
 (written atomically, every entry validated and checksummed on load, no pickle).
 
 The arrays are the model states of the file, named as in the adapted base model
@@ -9,7 +9,7 @@ configuration, the adapted layers and the ``modules_to_save`` layers). Loading c
 before anything changes, that the file is an adapter file, that its configuration
 (method, ``r``, ``lora_alpha``, ``use_rslora``) and its layers are the model's, and
 that every tensor's name, shape and dtype fit; any problem raises
-:class:`~singa.model.checkpoint.CheckpointError` naming the file.
+:class:`~singa.checkpoint.CheckpointError` naming the file.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from singa import checkpoint
+from singa.checkpoint import CheckpointError
 from singa.layer.base import Layer
-from singa.model import checkpoint
-from singa.model.checkpoint import CheckpointError
 from singa.peft.config import PeftConfig
 from singa.peft.registry import PeftRegistry
 from singa.tensor import Tensor

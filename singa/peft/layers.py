@@ -72,7 +72,7 @@ class LoRALayer(Layer):
         _check(r, lora_alpha, lora_dropout)
         self.check_base(base_layer)
         super().__init__(name)
-        self.base_layer = base_layer
+        self.base_layer: Any = base_layer  # a Linear or Conv2d (checked above)
         self.r = int(r)
         self.lora_alpha = lora_alpha
         self.lora_dropout = float(lora_dropout)
@@ -81,7 +81,7 @@ class LoRALayer(Layer):
         self.merged = False
         self.lora_A: Tensor | None = None
         self.lora_B: Tensor | None = None
-        if base_layer.W is not None:
+        if self.base_layer.W is not None:
             self.create_adapters()
 
     # ----- what subclasses define --------------------------------------------------------------
@@ -112,12 +112,12 @@ class LoRALayer(Layer):
         """Create ``lora_A`` (random) and ``lora_B`` (zeros) beside the base weight,
         or move existing ones to its device and dtype; freeze the base weights."""
         W = self.base_layer.W
-        if self.lora_A is None:
+        if self.lora_A is None or self.lora_B is None:
             a_shape, b_shape, std = self.adapter_shapes()
             self.lora_A = Tensor(a_shape, W.device, W.dtype, requires_grad=True, stores_grad=True)
             self.lora_A.gaussian(0.0, std)
             self.lora_B = Tensor(b_shape, W.device, W.dtype, requires_grad=True, stores_grad=True)
-        for t in (self.lora_A, self.lora_B):
+        for t in self.pair():
             if t.device is not W.device:
                 t.to_device(W.device)
             if t.dtype != W.dtype:
@@ -138,9 +138,18 @@ class LoRALayer(Layer):
 
     def adapters(self) -> dict[str, Tensor]:
         """``{"lora_A": ..., "lora_B": ...}`` (empty before they are created)."""
-        if self.lora_A is None:
+        if self.lora_A is None or self.lora_B is None:
             return {}
         return {"lora_A": self.lora_A, "lora_B": self.lora_B}
+
+    def pair(self) -> tuple[Tensor, Tensor]:
+        """``(lora_A, lora_B)``; RuntimeError before they are created."""
+        if self.lora_A is None or self.lora_B is None:
+            raise RuntimeError(
+                f"{type(self).__name__}: the adapters do not exist yet "
+                "(call the layer or compile the model first)"
+            )
+        return self.lora_A, self.lora_B
 
     # ----- running ------------------------------------------------------------------------------
     def dropout_input(self, x: Tensor) -> Tensor:
@@ -181,11 +190,7 @@ class LoRALayer(Layer):
             self.merged = False
 
     def _shift(self, sign: float) -> None:
-        if self.lora_A is None:
-            raise RuntimeError(
-                f"{type(self).__name__}: the adapters do not exist yet "
-                "(call the layer or compile the model first)"
-            )
+        self.pair()
         W = self.base_layer.W
         W.data[...] = (W.data.astype(np.float64) + sign * self.delta_weight()).astype(W.dtype)
 
@@ -223,14 +228,15 @@ class LinearLoRALayer(LoRALayer):
 
     def adapter_output(self, x: Tensor) -> Tensor:
         """``scaling * (dropout(x) @ A.T) @ B.T``."""
-        h = autograd.matmul(self.dropout_input(x), autograd.transpose(self.lora_A, (1, 0)))
-        h = autograd.matmul(h, autograd.transpose(self.lora_B, (1, 0)))
+        A, B = self.pair()
+        h = autograd.matmul(self.dropout_input(x), autograd.transpose(A, (1, 0)))
+        h = autograd.matmul(h, autograd.transpose(B, (1, 0)))
         return self.scaled(h)
 
     def delta_weight(self) -> Any:
         """``scaling * A.T @ B.T``, shape (in_features, out_features) as ``W``."""
-        a = self.lora_A.data.astype(np.float64)
-        b = self.lora_B.data.astype(np.float64)
+        A, B = self.pair()
+        a, b = A.data.astype(np.float64), B.data.astype(np.float64)
         return (a.T @ b.T) * self.scaling
 
 
@@ -259,15 +265,16 @@ class Conv2dLoRALayer(LoRALayer):
     def adapter_output(self, x: Tensor) -> Tensor:
         """``scaling * conv1x1(conv(dropout(x), A), B)``."""
         base = self.base_layer
+        A, B = self.pair()
         h = autograd.conv2d(
             self.dropout_input(x),
-            self.lora_A,
+            A,
             None,
             stride=base.stride,
             padding=base.pads_for(x),
             dilation=base.dilation,
         )
-        return self.scaled(autograd.conv2d(h, self.lora_B, None))
+        return self.scaled(autograd.conv2d(h, B, None))
 
     def forward(self, x: Tensor) -> Tensor:
         """``base(x) + adapter_output(x)`` (ReLU after the sum for a RELU base)."""
@@ -289,7 +296,7 @@ class Conv2dLoRALayer(LoRALayer):
 
     def delta_weight(self) -> Any:
         """``scaling * B @ A`` reshaped to ``W``'s (out, in, kh, kw)."""
-        a = self.lora_A.data.astype(np.float64)
-        b = self.lora_B.data.astype(np.float64)
+        A, B = self.pair()
+        a, b = A.data.astype(np.float64), B.data.astype(np.float64)
         delta = b.reshape(b.shape[0], self.r) @ a.reshape(self.r, -1)
         return delta.reshape(self.base_layer.W.shape) * self.scaling

@@ -44,7 +44,7 @@ class BaseTuner:
         model's first call); returns them (default: none)."""
         return []
 
-    def lora_layers(self, base_model: Layer) -> dict[str, Layer]:
+    def lora_layers(self, base_model: Layer) -> dict[str, Any]:
         """The method's layers in ``base_model`` by dotted name (default: none)."""
         return {}
 
@@ -89,6 +89,7 @@ class LinearLoraTuner(BaseTuner):
         if not isinstance(config, LinearLoraConfig):
             raise TypeError(f"LinearLoraTuner: expected a LinearLoraConfig, got {type(config).__name__}")
         super().__init__(config)
+        self.config: LinearLoraConfig = config
         self.targeted_layers: list[str] = []
         self.saved_layers: list[str] = []
         self.frozen: list[Tensor] = []
@@ -148,6 +149,8 @@ class LinearLoraTuner(BaseTuner):
         cfg = self.config
         for path, layer in targets.items():
             cls = self.lora_class(layer)
+            if cls is None:  # find_targets kept only layers that have a LoRA class
+                raise AssertionError(f"no LoRA layer class for {path}")
             lora = cls(layer, cfg.r, cfg.lora_alpha, cfg.lora_dropout, cfg.use_rslora)
             replace_layer(base_model, path, lora)
         keep = {id(t) for s in saved.values() for t in s.get_states().values()}
@@ -179,7 +182,7 @@ class LinearLoraTuner(BaseTuner):
             tensors += find_layer(base_model, path).get_states().values()
         return tensors
 
-    def lora_layers(self, base_model: Layer) -> dict[str, LoRALayer]:
+    def lora_layers(self, base_model: Layer) -> dict[str, Any]:
         """The LoRA layers this tuner put into ``base_model``, by dotted name."""
         return {p: find_layer(base_model, p) for p in self.targeted_layers}
 

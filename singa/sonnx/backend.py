@@ -26,7 +26,8 @@ from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
-from singa.autograd import conv, workers
+from singa.autograd import conv
+from singa.kernels import workers
 from singa.sonnx import checks, registry, subgraph
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
@@ -377,7 +378,7 @@ class SingaRep(BackendRep):
     With ``use_graph`` (the default) runs replay a trace per input signature with the
     eval-only fusions (:mod:`singa.sonnx.replay`); ``fold_batchnorm`` (default True)
     folds BatchNorm into the convolution or Gemm before it and runs 3x3 and 5x5
-    convolutions as Winograd convolutions (:mod:`singa.autograd.conv_winograd`), which
+    convolutions as Winograd convolutions (:mod:`singa.kernels.conv_winograd`), which
     matches node-by-node evaluation to float32 rounding but not bitwise (False keeps
     the bits).
     """

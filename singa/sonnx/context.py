@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from singa import autograd
-from singa.autograd import conv_geometry
+from singa.kernels import conv_geometry
 from singa.tensor import Tensor
 
 BATCH_DIM = "batch"

@@ -2,14 +2,8 @@
 
 import pytest
 
-from singa import autograd
-
 
 @pytest.fixture(autouse=True)
-def training():
-    """Operators record their graph (``autograd.training`` True) in every test; the
-    previous value comes back afterwards."""
-    prev = autograd.training
-    autograd.training = True
+def training(autograd_training):
+    """Every operator test records its graph (see ``tests/conftest.py``)."""
     yield
-    autograd.training = prev

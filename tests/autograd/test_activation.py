@@ -356,8 +356,8 @@ def _bits(a):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc", "strided"])
 def test_relu_kernels_give_numpys_bits_in_any_layout_and_worker_count(monkeypatch, layout, dtype):
-    from singa.autograd import workers
     from singa.autograd.activation import ReLU
+    from singa.kernels import workers
 
     monkeypatch.setattr(workers, "PIECE_WORK", 64)  # several pieces
     base = (

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from singa import autograd
-from singa.autograd import buffers, workers
 from singa.autograd.conv import Conv2d
 from singa.autograd.gradcheck import gradcheck
+from singa.kernels import buffers, workers
 from singa.tensor import Tensor
 
 
@@ -376,7 +376,7 @@ def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
 def test_col2im_offsets_adds_every_offset_in_order(dtype, geo):
     """col2im_offsets (compiled for float32/64, array additions for float16) equals
     adding each kernel offset's columns into dx in turn, bit for bit."""
-    from singa.autograd import _im2col as im
+    from singa.kernels import im2col as im
 
     kh, kw, sh, sw, dh, dw, oh, ow = geo
     rng = np.random.default_rng(5)
@@ -400,8 +400,8 @@ def test_col2im_offsets_adds_every_offset_in_order(dtype, geo):
 def test_bias_and_relu_in_one_pass_as_the_operators_compute_them(dtype, with_bias, relu):
     """finish_rows on the CPU: out + bias rounded as numpy adds, then ReLU as the
     ReLU operator gives it (+0.0 for -0.0 and negatives, NaN kept)."""
-    from singa.autograd import _im2col as im
     from singa.autograd.activation import ReLU
+    from singa.kernels import im2col as im
 
     rng = np.random.default_rng(9)
     out = rng.standard_normal((7, 5)).astype(dtype)
@@ -423,7 +423,7 @@ def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, wit
     """finish_rows with a residual: (out + bias) + residual, each sum rounded as
     numpy rounds it, then ReLU; the compiled pass and the array path (a residual
     that is not in C order) agree."""
-    from singa.autograd import _im2col as im
+    from singa.kernels import im2col as im
 
     rng = np.random.default_rng(10)
     out = rng.standard_normal((6, 4)).astype(dtype)
@@ -444,7 +444,7 @@ def test_bias_residual_and_relu_in_one_pass_round_as_three_operations(dtype, wit
 def test_zero_border_zeroes_the_border_only(dtype, pads):
     """zero_border: the compiled pass (C-ordered floats) and the slice assignments
     (any other array) both zero exactly the cells outside the (H, W) middle."""
-    from singa.autograd import _im2col as im
+    from singa.kernels import im2col as im
 
     t, l, b, r = pads
     h, w = 3, 4
@@ -463,9 +463,9 @@ def test_zero_border_zeroes_the_border_only(dtype, pads):
 def test_finish_rows_affine_gives_batchnorm_evaluations_bits(dtype):
     """finish_rows with BatchNorm's eval_coefficients, after a bias: the bits of the
     bias added, then BatchNorm2d's evaluation forward (on NHWC memory), then ReLU."""
-    from singa.autograd import _im2col as im
     from singa.autograd.activation import ReLU
     from singa.autograd.normalization import BatchNorm2d
+    from singa.kernels import im2col as im
 
     rng = np.random.default_rng(12)
     n, h, w, c = 2, 3, 5, 6

@@ -6,8 +6,9 @@ import pytest
 from test_conv import CONFIGS, T, make, pads_of, ref_conv2d
 
 from singa import autograd
-from singa.autograd import conv, workers
+from singa.autograd import conv
 from singa.autograd.gradcheck import gradcheck
+from singa.kernels import workers
 
 # the paths: kernel-major columns (bias row; stride 2 with dx), pixel-major columns
 # with dx by col2im (dilated, strided), dx as a stride-1 convolution, padding beyond
@@ -119,7 +120,7 @@ def test_weight_gradient_partials_are_added_in_slice_order(monkeypatch):
 def test_small_work_runs_inline_on_one_blas_thread(monkeypatch):
     """A batch whose columns fit one slice is not handed to the workers; its small
     products run on one BLAS thread."""
-    from singa.autograd import blas_threads
+    from singa.kernels import blas_threads
 
     calls, limits = [], []
     real_limit = blas_threads.limit

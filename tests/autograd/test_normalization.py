@@ -275,7 +275,7 @@ def nhwc(a):
 @pytest.mark.parametrize("mode", [True, False])
 @pytest.mark.parametrize("dy_layout", ["nchw", "nhwc"])
 def test_batchnorm_nhwc_memory_matches_nchw(mode, dy_layout):
-    from singa.autograd._im2col import is_channels_last
+    from singa.kernels.im2col import is_channels_last
 
     x, scale, bias, rm, rv = bn_inputs((3, 4, 5, 2))
     dy = rng.standard_normal(x.shape)
@@ -338,7 +338,7 @@ def bn_run(x, dy, mode, dt=np.float32):
     "shape,layout", [((9, 4, 5, 6), "nhwc"), ((9, 4, 5, 6), "nchw"), ((11, 7), "nchw"), ((9, 3, 10), "nchw")]
 )
 def test_batchnorm_same_bits_with_one_and_two_workers(monkeypatch, shape, layout, mode, dt):
-    from singa.autograd import workers
+    from singa.kernels import workers
 
     monkeypatch.setattr(workers, "PIECE_WORK", 64)  # several pieces even on small arrays
     r = np.random.default_rng(2)

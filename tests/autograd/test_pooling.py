@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from singa import autograd
-from singa.autograd import workers
 from singa.autograd.gradcheck import gradcheck
 from singa.autograd.pooling import AvgPool2d, MaxPool2d
+from singa.kernels import workers
 from singa.tensor import Tensor
 
 
@@ -375,7 +375,7 @@ def test_max_of_windows_compiled_pass_gives_the_views_bits(dtype, k, s):
     """The compiled pass (channels contiguous) and the strided views (channels strided)
     give the same bits, NaN, signed zeros and infinities included, and the maximum of
     each window as numpy computes it."""
-    from singa.autograd import _im2col as im
+    from singa.kernels import im2col as im
 
     rng = np.random.default_rng(3)
     src = rng.standard_normal((2, 7, 6, 5)).astype(dtype)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 #: a tiny, fast run: the MLP on generated data (1024 samples, 32 steps per epoch of 32)
 TINY = ["mlp", "--data", "synthetic", "--batch-size", "32"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cli.main import cli
+from singa.cli.main import cli
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from cli_helpers import TINY, assert_same_arrays, run_state
 
-import cli.trainer
+import singa.cli.trainer
 from singa import data, image_tool
 
 
@@ -23,7 +23,7 @@ def test_augment_changes_training_and_is_repeatable(run, tmp_path):
 
 
 def _arrays(path):
-    from singa.model import checkpoint
+    from singa import checkpoint
 
     arrays = checkpoint.read_arrays(str(path))
     return [arrays[k] for k in sorted(arrays)]
@@ -38,7 +38,7 @@ def test_augment_passes_image_tools_function_to_the_loader(run, monkeypatch):
         seen.setdefault("transforms", []).append(loader.transform)
         return loader
 
-    monkeypatch.setattr(cli.trainer.data, "DataLoader", spy)
+    monkeypatch.setattr(singa.cli.trainer.data, "DataLoader", spy)
     assert run(*TINY, "--max-steps", "1", "--augment").exit_code == 0
     assert seen["transforms"] == [image_tool.augment_batch, None]  # training batches only
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from cli_helpers import TINY, error_lines
 
-from cli.errors import CliError, one_line
 from singa import device
+from singa.cli.errors import CliError, one_line
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,7 @@ def small_synthetic(monkeypatch):
             return real(name, shape=(1, 8, 8), n=64, n_test=16)
         return real(name, *a, **kw)
 
-    monkeypatch.setattr("cli.common.data.load", load)
+    monkeypatch.setattr("singa.cli.common.data.load", load)
 
 
 def test_cnn_on_too_small_images(run, tmp_path, small_synthetic):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cli_helpers import TINY, assert_same_arrays, run_state
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 
 def test_mixed_run_resumes_bitwise_with_its_precision(run, tmp_path):

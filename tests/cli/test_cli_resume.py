@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from cli_helpers import TINY, assert_same_arrays, read_log, run_state
 
-import cli.trainer
-from singa import data
-from singa.model import checkpoint
+import singa.cli.trainer
+from singa import checkpoint, data
 
 
 def _history(path) -> list[dict]:
@@ -38,7 +37,7 @@ def test_resume_after_max_steps_is_bitwise_an_uninterrupted_run(run, tmp_path, s
     assert run_state(tmp_path / "part.zip")["state"]["step"] == 96
 
 
-@pytest.mark.slow  # minutes on 2 cores; tests/model/test_checkpoint_resume.py covers it at the API level
+@pytest.mark.slow  # minutes on 2 cores; tests/checkpoint/test_checkpoint_resume.py covers it at the API level
 @pytest.mark.parametrize(
     "args",
     [
@@ -88,7 +87,7 @@ def test_resume_with_a_changed_setting_warns(run):
 
 def _interrupt_at(mp, step: int) -> None:
     """Send SIGINT to this process when the progress bar reports batch ``step``."""
-    real = cli.trainer.Progress.update
+    real = singa.cli.trainer.Progress.update
     count = {"n": 0}
 
     def update(self, *a, **kw):
@@ -97,7 +96,7 @@ def _interrupt_at(mp, step: int) -> None:
         if count["n"] == step:
             signal.raise_signal(signal.SIGINT)
 
-    mp.setattr(cli.trainer.Progress, "update", update)
+    mp.setattr(singa.cli.trainer.Progress, "update", update)
 
 
 def test_ctrl_c_saves_and_exits_130_then_resumes_bitwise(run, tmp_path, monkeypatch):
@@ -127,16 +126,16 @@ def test_ctrl_c_without_checkpoint(run, monkeypatch):
 
 
 def test_ctrl_c_during_validation_resumes_at_the_validation(run, tmp_path, monkeypatch):
-    import cli.common
+    import singa.cli.common
 
-    real = cli.common.evaluate
+    real = singa.cli.common.evaluate
 
     def evaluate(model, loader, dev, stop=None, max_batches=None):
         signal.raise_signal(signal.SIGINT)
         return real(model, loader, dev, stop, max_batches)
 
     with monkeypatch.context() as mp:
-        mp.setattr(cli.trainer, "evaluate", evaluate)
+        mp.setattr(singa.cli.trainer, "evaluate", evaluate)
         r = run(*TINY, "--epochs", "1", "--checkpoint", "ck.zip")
     assert r.exit_code == 130
     st = run_state(tmp_path / "ck.zip")["state"]

@@ -21,7 +21,7 @@ def _command() -> list[str]:
     if exe.exists():
         return [str(exe)]
     found = shutil.which("singa-train")
-    return [found] if found else [sys.executable, "-m", "cli.main"]
+    return [found] if found else [sys.executable, "-m", "singa.cli.main"]
 
 
 def _env(tmp_path: Path) -> dict:

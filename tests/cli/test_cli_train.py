@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from cli_helpers import TINY, read_log, run_state
 
-import cli.trainer
-from cli.config import TrainConfig
-from cli.output import Progress
+import singa.cli.trainer
 from singa import zoo
+from singa.cli.config import TrainConfig
+from singa.cli.output import Progress
 
 
 def test_tiny_run_prints_epoch_lines_and_a_summary(run):
@@ -116,7 +116,7 @@ def test_settings_reach_the_trainer(run, monkeypatch, args, field, value):
         seen["cfg"] = self.cfg
         return {}
 
-    monkeypatch.setattr(cli.trainer.Trainer, "run", fake_run)
+    monkeypatch.setattr(singa.cli.trainer.Trainer, "run", fake_run)
     r = run(*args)
     assert r.exit_code == 0, r.output
     assert getattr(seen["cfg"], field) == value
@@ -197,7 +197,7 @@ def test_plot_next_to_the_log(run, tmp_path):
 
 
 def test_plot_without_matplotlib_is_a_warning(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli.trainer, "matplotlib_available", lambda: False)
+    monkeypatch.setattr(singa.cli.trainer, "matplotlib_available", lambda: False)
     r = run(*TINY, "--max-steps", "2", "--plot", "p.png")
     assert r.exit_code == 0
     assert "matplotlib is not installed" in r.stderr
@@ -240,7 +240,7 @@ def test_one_step_summary_says_one_step_and_no_zero_rate(run):
 
 
 def test_epoch_line_never_shows_a_zero_rate():
-    from cli.output import format_epoch
+    from singa.cli.output import format_epoch
 
     rec = {"epoch": 1, "step": 0, "train_loss": None, "val_loss": 1.0, "val_acc": 0.5, "time_s": 0.0}
     assert "samples/s" not in format_epoch({**rec, "samples_per_s": 0.0}, 1)
@@ -253,19 +253,19 @@ def test_epoch_line_never_shows_a_zero_rate():
 def test_validation_follows_max_steps_or_val_steps(max_steps, val_steps, expected):
     """With --max-steps the validation covers the same fraction of its set as the
     training did of an epoch (at least one batch); --val-steps sets it."""
-    from cli.guards import val_batches
+    from singa.cli.guards import val_batches
 
     assert val_batches(TrainConfig(max_steps=max_steps, val_steps=val_steps), 32, 20) == expected
 
 
 def test_val_steps_option_reaches_the_evaluation(run, monkeypatch):
     seen = []
-    real = cli.trainer.evaluate
+    real = singa.cli.trainer.evaluate
 
     def evaluate(model, loader, dev, stop=None, max_batches=None):
         seen.append(max_batches)
         return real(model, loader, dev, stop, max_batches)
 
-    monkeypatch.setattr(cli.trainer, "evaluate", evaluate)
+    monkeypatch.setattr(singa.cli.trainer, "evaluate", evaluate)
     assert run(*TINY, "--max-steps", "2", "--val-steps", "1").exit_code == 0
     assert seen == [1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cli_helpers import run_state
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 MODEL_FILE = """
 from singa import layer, model

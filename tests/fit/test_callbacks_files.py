@@ -9,8 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from singa import callbacks, opt
-from singa.model import checkpoint
+from singa import callbacks, checkpoint, opt
 from tests.fit.fit_helpers import classification, made, params
 
 

@@ -268,7 +268,8 @@ def test_resnet_with_convolution_slices_on_two_workers_is_bitwise_eager_and_one_
     """Every convolution cut into one-sample batch slices run on two workers (their
     weight-gradient partials added in slice order): graph replay is bitwise eager,
     and both are bitwise the same run on one worker."""
-    from singa.autograd import conv, workers
+    from singa.autograd import conv
+    from singa.kernels import workers
 
     monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
     monkeypatch.setattr(conv, "_SKINNY_CHUNK_BYTES", 1)

@@ -124,7 +124,7 @@ def test_max_pool_fused_into_the_convolution_stays_bitwise(kind, fusions):
 
 class SkinnyMLP(model.Model):
     """A linear layer with few outputs on a long batch: a product that the BLAS thread
-    policy (singa.autograd.blas_threads) runs on one thread."""
+    policy (singa.kernels.blas_threads) runs on one thread."""
 
     def __init__(self):
         super().__init__()
@@ -136,7 +136,7 @@ class SkinnyMLP(model.Model):
 
 
 def test_fused_linear_runs_on_the_threads_of_matmul_and_stays_bitwise(monkeypatch):
-    from singa.autograd import blas_threads
+    from singa.kernels import blas_threads
 
     shapes = []
     real = blas_threads.threads_for

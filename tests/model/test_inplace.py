@@ -7,11 +7,12 @@ from model_helpers import SmallCNN
 
 import singa.autograd
 from singa import device, opt
-from singa.autograd import _im2col, buffers, engine
+from singa.autograd import engine
 from singa.autograd.activation import ReLU
 from singa.autograd.dropout import Dropout
 from singa.autograd.elementwise import Add
 from singa.autograd.linalg import AddBias
+from singa.kernels import buffers, im2col
 from singa.model import _inplace
 from singa.tensor import Tensor
 
@@ -43,11 +44,11 @@ def test_owns_sees_other_holders():
 
 def test_pooled_buffers_count_as_private_while_in_use():
     buffers.clear_scratch()
-    ns = {"_im2col": _im2col, "buffers": buffers, "np": np, "owns": _owns}
+    ns = {"im2col": im2col, "buffers": buffers, "np": np, "owns": _owns}
     plain = generated("    a = buffers.scratch(np, (5, 7), np.float32)\n    return owns(a)", **ns)
     ok_plain = plain()
     assert ok_plain
-    view = generated("    a = _im2col.pooled_like(np.empty((2, 3, 4, 5)), (2, 3, 4, 5), np, nhwc=True)\n"
+    view = generated("    a = im2col.pooled_like(np.empty((2, 3, 4, 5)), (2, 3, 4, 5), np, nhwc=True)\n"
                      "    return owns(a)", **ns)  # fmt: skip
     ok_view = view()
     assert ok_view

@@ -363,7 +363,7 @@ def test_mixed_resume_is_bitwise_exact_with_the_scaler_state(tmp_path, graph):
     train(m, tx, ty, data[3:])
     want = states(m), m.optimizer.get_states(m.get_params())
 
-    from singa.model import checkpoint
+    from singa import checkpoint
 
     stored = checkpoint.read(path).optimizer["states"]["loss_scaler"]
     assert stored["precision"] == "mixed" and stored["scale"] == 2.0**39 and stored["skipped_steps"] == 1

@@ -9,7 +9,7 @@ import pytest
 from peft_helpers import MLP, t32
 
 from singa import device, opt
-from singa.model.checkpoint import CheckpointError
+from singa.checkpoint import CheckpointError
 from singa.peft import LinearLoraConfig, PeftModel, get_peft_model
 
 

@@ -1,0 +1,613 @@
+"""The training loop of ``singa-train``: data, model, optimizer, epochs with
+validation, checkpoints after every epoch and on Ctrl-C, exact resume.
+
+Exact resume: a checkpoint holds the model's states, the optimizer's (slots, step
+counts, hence the schedule's position), the device's random generator, and under
+the aux state ``singa_train`` the run: its settings, the epoch in progress and how
+many of its batches are done, the epoch's running sums and the finished epochs'
+metrics. The training order of epoch ``e`` is the DataLoader's permutation for
+``(seed, e)`` (``set_epoch``), so a resumed run skips the batches already done and
+continues exactly where the interrupted one stopped: on the CPU its final parameters
+are bitwise those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from singa import data, image_tool, sonnx, tensor
+from singa.checkpoint import CheckpointError
+from singa.cli.common import (
+    RUN_STATE_KEY,
+    EvalStopped,
+    check_writable,
+    count_params,
+    create_model,
+    evaluate,
+    load_data,
+    make_device,
+    make_optimizer,
+    placeholder,
+)
+from singa.cli.config import TrainConfig
+from singa.cli.errors import CliError, Interrupted
+from singa.cli.guards import check_loss, check_params, val_batches
+from singa.cli.output import (
+    Console,
+    JsonLog,
+    Progress,
+    fmt_time,
+    format_epoch,
+    matplotlib_available,
+    write_plot,
+)
+from singa.cli.parallel import DistRun
+from singa.cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
+from singa.parallel.launch import STOP_SIGNAL
+
+__all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
+
+RUN_STATE_VERSION = 1
+
+
+@dataclass
+class RunState:
+    """Where a run is: ``epoch`` (0-based) in progress, ``batch`` of its batches done,
+    ``step`` training steps in all, the epoch's running sums, finished epochs."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+    loss_sum: float = 0.0
+    correct: int = 0
+    seen: int = 0
+    epoch_time: float = 0.0
+    train_time: float = 0.0
+    history: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The position and sums as JSON values."""
+        return {
+            "epoch": self.epoch,
+            "batch": self.batch,
+            "step": self.step,
+            "loss_sum": self.loss_sum,
+            "correct": self.correct,
+            "seen": self.seen,
+            "epoch_time": self.epoch_time,
+            "train_time": self.train_time,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunState:
+        """The inverse of :meth:`to_json`."""
+        try:
+            return cls(
+                epoch=int(d["epoch"]),
+                batch=int(d["batch"]),
+                step=int(d["step"]),
+                loss_sum=float(d["loss_sum"]),
+                correct=int(d["correct"]),
+                seen=int(d["seen"]),
+                epoch_time=float(d["epoch_time"]),
+                train_time=float(d["train_time"]),
+                history=list(d["history"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CliError(f"the checkpoint's run state is damaged ({type(e).__name__}: {e})") from e
+
+
+class _SigintFlag:
+    """While active, the first Ctrl-C sets ``self.set`` (the loop stops after the
+    current step and saves); a second one raises KeyboardInterrupt at once."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.set = False
+        self._prev: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+        self.console.warn("interrupted: stopping after this step (Ctrl-C again to quit at once)")
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[_SigintFlag]:
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            self._prev = signal.signal(signal.SIGINT, self._handler)
+            self._prev_stop = signal.signal(STOP_SIGNAL, self._handler)  # Ctrl-C forwarded to ranks
+        try:
+            yield self
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, self._prev)
+                signal.signal(STOP_SIGNAL, self._prev_stop)
+
+
+#: the settings a resumed run takes from its checkpoint unless given again
+_RESUMED_SETTINGS = (
+    "model",
+    "data",
+    "batch_size",
+    "optimizer",
+    "scheduler",
+    "warmup",
+    "seed",
+    "epochs",
+    "precision",
+    "augment",
+    *RESUMED_USER_SETTINGS,
+)
+
+
+def eval_batch_size(batch_size: int, info: data.DatasetInfo) -> int:
+    """Validation batches: at least 256 samples for images up to 64x64 (fewer, larger
+    matrix products), the training batch size for larger images (memory)."""
+    pixels = int(np.prod(info.image_size)) if len(info.image_size) else 1
+    return max(batch_size, 256) if pixels <= 64 * 64 else batch_size
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class Trainer:
+    """One ``singa-train`` run.
+
+    Args:
+        cfg: the settings (command line, config file and defaults merged).
+        explicit: the names of settings given on the command line or in the config
+            file (a resumed run takes the others from its checkpoint).
+        dist: this process's rank of a data-parallel job (default: made from the
+            environment; a single process unless started by mpiexec).
+    """
+
+    def __init__(
+        self, cfg: TrainConfig, explicit: set[str] | frozenset = frozenset(), dist: DistRun | None = None
+    ):
+        self.cfg = cfg
+        self.explicit = set(explicit)
+        self.dist = dist if dist is not None else DistRun()
+        self.out = self.dist.console(cfg.quiet, cfg.verbose)
+
+    # ----- setup --------------------------------------------------------------------------
+    def _apply_resume_settings(self) -> dict:
+        """Read the ``--resume`` checkpoint's run and take its trajectory settings
+        that were not given explicitly; returns the stored run dict."""
+        cfg = self.cfg
+        try:
+            from singa.cli.common import read_run_state
+
+            run = read_run_state(cfg.resume)
+        except CheckpointError as e:
+            raise CliError(
+                f"cannot resume from {cfg.resume}: {str(e).splitlines()[0]}", details=str(e)
+            ) from e
+        if run is None or not isinstance(run.get("config"), dict):
+            raise CliError(
+                f"cannot resume from {cfg.resume}: it holds no singa-train run state "
+                "(only checkpoints written by singa-train --checkpoint can be resumed)"
+            )
+        if run.get("version") != RUN_STATE_VERSION:
+            raise CliError(
+                f"cannot resume from {cfg.resume}: run state version {run.get('version')!r} is unknown"
+            )
+        stored = run["config"]
+        differ = []
+        for key in _RESUMED_SETTINGS:
+            if key not in stored:
+                continue
+            if key in self.explicit:
+                if getattr(cfg, key) != stored[key] and key != "epochs":
+                    differ.append(f"{key} {stored[key]!r} -> {getattr(cfg, key)!r}")
+            else:
+                setattr(cfg, key, stored[key])
+        for key in ("lr", "momentum", "weight_decay"):
+            if key in stored and key not in self.explicit:
+                setattr(cfg, key, stored[key])
+            elif key in stored and getattr(cfg, key) is not None and getattr(cfg, key) != stored[key]:
+                differ.append(f"{key} {stored[key]!r} -> {getattr(cfg, key)!r}")
+        self._resume_warning = None
+        if differ:
+            self._resume_warning = (
+                "resuming with changed settings (the run will differ from an uninterrupted one): "
+                + ", ".join(differ)
+            )
+        if cfg.checkpoint is None:
+            cfg.checkpoint = cfg.resume
+        return run
+
+    def _prepare_outputs(self) -> None:
+        cfg = self.cfg
+        for attr, what in (("checkpoint", "checkpoint"), ("export_onnx", "ONNX file"), ("log", "log")):
+            path = getattr(cfg, attr)
+            if path:
+                setattr(cfg, attr, check_writable(path, what))
+        plot = cfg.plot_path
+        if plot and (cfg.plot or matplotlib_available()):
+            cfg.plot = check_writable(plot, "plot")
+
+    # ----- the run --------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Train; returns the summary dict. Raises :class:`Interrupted` after Ctrl-C
+        (the checkpoint saved) and :class:`CliError` for expected failures."""
+        cfg = self.cfg
+        stored_run = self._apply_resume_settings() if cfg.resume else None
+        dist = self.dist
+        dist.only_main_writes(cfg)
+        self._prepare_outputs()
+        dev = make_device(cfg.device)
+        ds = dist.rank_first(
+            lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
+        )
+        info = ds.info
+        report_skipped(ds, self.out.warn)
+        if cfg.augment and len(info.sample_shape) != 3:
+            raise CliError(
+                f"--augment needs image data (C, H, W); {cfg.data} has samples {info.sample_shape}"
+            )
+        mean, std = train_stats(ds)
+        train = dist.loader(
+            ds.x_train,
+            ds.y_train,
+            cfg.batch_size,
+            shuffle=True,
+            seed=cfg.seed,
+            drop_last=True,
+            mean=mean,
+            std=std,
+            transform=image_tool.augment_batch if cfg.augment else None,
+            workers=cfg.workers,
+        )
+        val = dist.loader(
+            ds.x_test,
+            ds.y_test,
+            eval_batch_size(cfg.batch_size, info),
+            mean=mean,
+            std=std,
+            workers=cfg.workers,
+        )
+        steps = len(train)
+        if steps == 0:
+            raise CliError(
+                f"--batch-size {cfg.batch_size} is larger than the {len(ds.x_train)} "
+                f"training samples of {cfg.data}"
+            )
+        dev.set_rand_seed(cfg.seed)
+        try:
+            model = create_model(cfg.model, info, cfg.model_args)
+        except ValueError as e:
+            raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
+        optimizer = dist.optimizer(make_optimizer(cfg, steps))
+        model.set_optimizer(optimizer)
+        try:
+            model.compile(
+                [placeholder(cfg.batch_size, info, dev)],
+                is_train=True,
+                use_graph=cfg.graph,
+                sequential=cfg.sequential,
+                precision=cfg.precision,
+            )
+        except ValueError as e:
+            raise CliError(
+                f"{cfg.model} does not fit {cfg.data} ({'x'.join(map(str, info.sample_shape))}): {e}"
+            ) from e
+
+        fine_tune(model, cfg, self.out, resuming=bool(cfg.resume))
+        state = RunState()
+        if cfg.resume:
+            try:
+                aux = model.load_states(cfg.resume)
+            except CheckpointError as e:
+                lines = str(e).splitlines()
+                raise CliError(
+                    f"checkpoint {cfg.resume} does not match {cfg.model} on {cfg.data}: "
+                    + (lines[1].strip() if len(lines) > 1 else lines[0])
+                    + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""),
+                    details=str(e),
+                ) from e
+            run = aux.get(RUN_STATE_KEY, stored_run)
+            state = RunState.from_json(run["state"])
+            try:
+                dist.resume_position(run, state, steps, cfg.batch_size, self.out)
+            except CliError as e:
+                raise CliError(str(e).replace("cannot resume", f"cannot resume from {cfg.resume}")) from e
+            if self._resume_warning:
+                self.out.warn(self._resume_warning)
+
+        self.model, self.optimizer, self.dev, self.info = model, optimizer, dev, info
+        self.mean, self.std = mean, std
+        self.train_loader, self.val_loader, self.steps = train, val, steps
+        self.n_params = count_params(model)
+        log = JsonLog(cfg.log, append=bool(cfg.resume))
+        try:
+            self._header(ds, state)
+            log.write(
+                "start",
+                config=cfg.to_json(),
+                dataset=self._dataset_json(ds),
+                params=self.n_params,
+                steps_per_epoch=steps,
+                resumed_from=cfg.resume,
+                step=state.step,
+                epoch=state.epoch,
+            )
+            return self._loop(state, log)
+        finally:
+            log.close()
+
+    def _dataset_json(self, ds: data.Dataset) -> dict:
+        info = ds.info
+        return {
+            "name": info.name,
+            "num_classes": info.num_classes,
+            "sample_shape": list(info.sample_shape),
+            "train": len(ds.x_train),
+            info.test_split: len(ds.x_test),
+            "source": info.source,
+        }
+
+    def _header(self, ds: data.Dataset, state: RunState) -> None:
+        cfg, out, info = self.cfg, self.out, self.info
+        shape = "x".join(map(str, info.sample_shape))
+        opt_desc = f"{cfg.optimizer} lr {cfg.effective_lr:g}"
+        if cfg.optimizer in ("sgd", "rmsprop") and cfg.effective_momentum:
+            opt_desc += f" momentum {cfg.effective_momentum:g}"
+        if cfg.effective_weight_decay:
+            opt_desc += f" weight decay {cfg.effective_weight_decay:g}"
+        opt_desc += f", {cfg.scheduler} lr" + (f" (warm-up {cfg.warmup} steps)" if cfg.warmup else "")
+        out.info(
+            f"singa-train: {cfg.model} ({self.n_params:,} parameters) on {info.name} "
+            f"({len(ds.x_train)} train / {len(ds.x_test)} {info.test_split}, {shape}, "
+            f"{info.num_classes} classes)"
+        )
+        mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
+        mode += ", augmented" if cfg.augment else ""
+        mode += "" if cfg.precision == "float32" else f", {cfg.precision} precision"
+        out.info(
+            f"  {opt_desc}, batch {cfg.batch_size}, {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''} "
+            f"of {self.steps} steps, "
+            f"{mode}, {'cpu' if not self.dev.is_gpu else f'gpu {self.dev.id}'}, seed {cfg.seed}"
+        )
+        if self.dist.distributed:
+            out.info(self.dist.describe(cfg.batch_size))
+        if cfg.resume:
+            out.info(
+                f"  resumed from {cfg.resume} at step {state.step} "
+                f"(epoch {state.epoch + 1}, batch {state.batch})"
+            )
+        out.detail(
+            f"  data from {info.source}; normalisation mean {self.mean.tolist()} std {self.std.tolist()}"
+        )
+        out.detail(f"  model: {self.model!r}")
+
+    # ----- checkpoints -------------------------------------------------------------------------
+    def _run_json(self, state: RunState) -> dict:
+        info = self.info
+        return {
+            "version": RUN_STATE_VERSION,
+            "config": {**self.cfg.to_json(), **self.cfg.trajectory()},
+            "dataset": {
+                "name": info.name,
+                "num_classes": info.num_classes,
+                "num_channels": info.num_channels,
+                "image_size": list(info.image_size),
+                "class_names": list(info.class_names),
+            },
+            "normalization": {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std]},
+            "steps_per_epoch": self.steps,
+            **self.dist.run_json(self.cfg.batch_size),
+            "state": state.to_json(),
+        }
+
+    def _save(self, state: RunState) -> None:
+        path = self.cfg.checkpoint
+        if path:
+            check_params(self.model, state.step, self.cfg)
+            try:
+                self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
+            except OSError as e:
+                raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
+        self.dist.barrier()  # no rank ends (and has the job ended) while rank 0 writes
+
+    # ----- the loop -------------------------------------------------------------------------------
+    def _batches(self, epoch: int, skip: int) -> Iterator:
+        """Epoch ``epoch`` from its batch ``skip`` on (the skipped ones are not built)."""
+        loader = self.train_loader
+        loader.load_state_dict({**loader.state_dict(), "epoch": epoch, "batch": skip})
+        return iter(loader)
+
+    def _loop(self, state: RunState, log: JsonLog) -> dict:
+        cfg, out, model, dev = self.cfg, self.out, self.model, self.dev
+        t_run = time.perf_counter()
+        stopped_by_steps = False
+        flag = _SigintFlag(out)
+        model.train()
+        with flag.active():
+            while state.epoch < cfg.epochs and not stopped_by_steps:
+                e = state.epoch
+                if cfg.max_steps is not None and state.step >= cfg.max_steps:
+                    stopped_by_steps = True
+                    break
+                bar = Progress(self.steps, state.batch, f"epoch {e + 1}/{cfg.epochs}", not cfg.quiet)
+                t0 = time.perf_counter()
+                t_prev = state.epoch_time
+                try:
+                    if state.batch < self.steps:
+                        for xb, yb in self._batches(e, state.batch):
+                            tx = tensor.from_numpy(xb, dev)
+                            ty = tensor.from_numpy(yb, dev)
+                            o, loss = model(tx, ty)
+                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
+                            state.loss_sum += float(loss) * len(yb)
+                            state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
+                            state.seen += len(yb)
+                            state.batch += 1
+                            state.step += 1
+                            bar.update(state.loss_sum / state.seen, state.correct / state.seen, len(yb))
+                            if self.dist.agree(flag.set):  # every rank stops at the same step
+                                flag.set = True
+                                break
+                            if cfg.max_steps is not None and state.step >= cfg.max_steps:
+                                stopped_by_steps = True
+                                break
+                finally:
+                    bar.close()
+                    dt = time.perf_counter() - t0
+                    state.epoch_time = t_prev + dt
+                    state.train_time += dt
+                self.dist.add_sums(state)
+                flag.set = self.dist.agree(flag.set)  # a stop that came after the last step
+                if flag.set:
+                    self._interrupted(state, log)
+                epoch_done = state.batch >= self.steps
+                t1 = time.perf_counter()
+                try:
+                    vloss, vacc = self.dist.evaluate(
+                        evaluate,
+                        model,
+                        self.val_loader,
+                        dev,
+                        lambda: flag.set,
+                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
+                    )
+                except EvalStopped:
+                    self._interrupted(state, log)
+                rec = {
+                    "epoch": e + 1,
+                    "step": state.step,
+                    "partial": not epoch_done,
+                    "train_loss": _finite(state.loss_sum / state.seen) if state.seen else None,
+                    "train_acc": state.correct / state.seen if state.seen else None,
+                    "val_loss": _finite(vloss),
+                    "val_acc": _finite(vacc),
+                    "time_s": state.epoch_time,
+                    "eval_time_s": time.perf_counter() - t1,
+                    "samples_per_s": state.seen / state.epoch_time if state.epoch_time > 0 else 0.0,
+                    "lr": self.optimizer.get_lr(),
+                }
+                log.write("epoch", **rec)
+                out.info(format_epoch(rec, cfg.epochs, self.info.test_split))
+                if epoch_done:
+                    state.history.append(rec)
+                    state.epoch += 1
+                    state.batch = 0
+                    state.loss_sum, state.correct, state.seen, state.epoch_time = 0.0, 0, 0, 0.0
+                    self._save(state)
+                else:
+                    self._save(state)
+                    return self._finish(state, log, t_run, partial=rec)
+        return self._finish(state, log, t_run, stopped=stopped_by_steps and state.epoch < cfg.epochs)
+
+    def _interrupted(self, state: RunState, log: JsonLog) -> None:
+        cfg, out = self.cfg, self.out
+        self._save(state)
+        self._plot(state.history)
+        log.write(
+            "interrupted",
+            step=state.step,
+            epoch=state.epoch + 1,
+            batch=state.batch,
+            checkpoint=cfg.checkpoint,
+        )
+        if cfg.checkpoint:
+            out.warn(
+                f"interrupted at step {state.step}; checkpoint saved to {cfg.checkpoint} "
+                f"(continue with --resume {cfg.checkpoint})"
+            )
+        else:
+            out.warn(f"interrupted at step {state.step}; nothing saved (no --checkpoint given)")
+        raise Interrupted
+
+    def _plot(self, history: list) -> None:
+        cfg = self.cfg
+        path = cfg.plot_path
+        if not path or not history:
+            return
+        if not matplotlib_available():
+            if cfg.plot:
+                self.out.warn(
+                    f"no plot written to {path}: matplotlib is not installed (pip install '.[plot]')"
+                )
+            return
+        try:
+            write_plot(path, history, f"{cfg.model} on {cfg.data}")
+        except Exception as e:  # a plot is a convenience: never fail the run for it
+            self.out.warn(f"could not write the plot {path}: {e}")
+
+    def _finish(
+        self, state: RunState, log: JsonLog, t_run: float, partial: dict | None = None, stopped: bool = False
+    ) -> dict:
+        cfg, out = self.cfg, self.out
+        onnx_path = None
+        if cfg.export_onnx:
+            onnx_path = self.export_onnx(cfg.export_onnx)
+        hist = state.history + ([partial] if partial else [])
+        self._plot(hist)
+        last = hist[-1] if hist else {}
+        best = max(
+            (r for r in hist if r.get("val_acc") is not None), key=lambda r: r["val_acc"], default=None
+        )
+        summary = {
+            "steps": state.step,
+            "epochs": state.epoch,
+            "train_time_s": state.train_time,
+            "wall_time_s": time.perf_counter() - t_run,
+            "final_val_loss": last.get("val_loss"),
+            "final_val_acc": last.get("val_acc"),
+            "best_val_acc": best["val_acc"] if best else None,
+            "best_epoch": best["epoch"] if best else None,
+            "checkpoint": cfg.checkpoint,
+            "onnx": onnx_path,
+            "log": cfg.log,
+            "plot": cfg.plot_path if cfg.plot_path and hist and matplotlib_available() else None,
+        }
+        log.write("end", **summary)
+        stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
+        msg = (
+            f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
+            f"in {fmt_time(state.train_time)} of training"
+        )
+        if last.get("val_acc") is not None:
+            msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"
+            if best and best["val_acc"] > last["val_acc"]:
+                msg += f" (best {100 * best['val_acc']:.2f}% after epoch {best['epoch']})"
+        out.info(msg)
+        for key, label in (
+            ("checkpoint", "checkpoint"),
+            ("onnx", "ONNX model"),
+            ("log", "metrics log"),
+            ("plot", "plot"),
+        ):
+            if summary[key]:
+                out.info(f"  {label}: {summary[key]}")
+        return summary
+
+    def export_onnx(self, path: str) -> str:
+        """Export the model's forward pass (evaluation mode, batch dimension dynamic)."""
+        x = placeholder(1, self.info, self.dev)
+        prev = self.model.training
+        self.model.eval()
+        try:
+            sonnx.export_model(self.model, path, [x])
+        except OSError as e:
+            raise CliError(f"cannot write the ONNX file {path}: {e.strerror or e}") from e
+        finally:
+            self.model.train(prev)
+        return path

@@ -1,0 +1,85 @@
+"""Large matrix products split over the workers.
+
+Inside a model call numpy's BLAS runs on one thread (:func:`workers.blas_for_workers`:
+OpenBLAS's own spinning threads would take the second core from the workers), so a
+large product, such as the MNIST CNN's (64, 1024) @ (1024, 500) classifier and its
+two gradient products, would leave the other core idle. :func:`matmul` cuts the
+result of a large 2-D product into row (or column) blocks and multiplies them on the
+workers, each on one BLAS thread.
+
+Determinism: the blocks depend only on the operands' shapes, never on the worker count,
+and every element of the result is one block's dot product over the whole inner
+dimension, so one worker (the blocks run in turn) and several give the same bits, and
+eager and graph execution, which both call this function, stay bitwise equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from singa.kernels import blas_threads, workers
+
+__all__ = ["matmul", "block_count", "SPLIT_MACS"]
+
+#: products with fewer multiply-adds run whole: below it the hand-off to a worker (50-80
+#: us) eats the gain (2 cores, one BLAS thread each: (64, 784) @ (784, 100), 5 M, took
+#: 170 us whole and 300-360 us in two blocks; (64, 1024) @ (1024, 500), 33 M, 870 and 650 us)
+SPLIT_MACS = 1 << 24
+#: at most this many blocks (two per SPLIT_MACS * 2 multiply-adds, an even number)
+_MAX_BLOCKS = 8
+
+
+def _splittable(a: Any, b: Any, out: Any) -> bool:
+    """Whether ``a @ b`` is a large float product of two numpy matrices."""
+    return (
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.dtype == b.dtype
+        and a.dtype.kind == "f"
+        and (out is None or _separate_out(a, b, out))
+        and a.shape[0] * a.shape[1] * b.shape[1] >= SPLIT_MACS
+    )
+
+
+def _separate_out(a: Any, b: Any, out: Any) -> bool:
+    """Whether ``out`` is a numpy array of the operands' dtype that shares no memory
+    with them (a block written while another block reads its operand would race)."""
+    return (
+        isinstance(out, np.ndarray)
+        and out.dtype == a.dtype
+        and not np.may_share_memory(out, a)
+        and not np.may_share_memory(out, b)
+    )
+
+
+def block_count(macs: int) -> int:
+    """How many blocks a product of ``macs`` multiply-adds (at least
+    :data:`SPLIT_MACS`) is cut into: two per ``2 * SPLIT_MACS``, at most
+    ``_MAX_BLOCKS``, always even."""
+    return min(_MAX_BLOCKS, 2 * max(1, macs // (2 * SPLIT_MACS)))
+
+
+def _product_into(a: Any, b: Any, out: Any) -> None:
+    np.matmul(a, b, out=out)
+
+
+def matmul(a: Any, b: Any, out: Any = None) -> Any:
+    """``a @ b`` (into ``out`` when given): a large 2-D numpy product in row blocks
+    (column blocks when the result is wider than tall) on the workers; any other
+    product through :func:`blas_threads.matmul`."""
+    if not _splittable(a, b, out):
+        return blas_threads.matmul(a, b, out=out)
+    (m, k), n = a.shape, b.shape[1]
+    if out is None:
+        out = np.empty((m, n), a.dtype)
+    blocks = block_count(m * k * n)
+    if m >= n:
+        pieces = [(a[i:j], b, out[i:j]) for i, j in workers.even_pieces(m, blocks)]
+    else:
+        pieces = [(a, b[:, i:j], out[:, i:j]) for i, j in workers.even_pieces(n, blocks)]
+    workers.run_pieces(_product_into, pieces, np)
+    return out

@@ -1,0 +1,188 @@
+"""Winograd convolution F(4x4, r x r) for evaluation (singa.kernels.conv_winograd)."""
+
+import numpy as np
+import pytest
+
+from singa.autograd.conv import Conv2d
+from singa.kernels import conv_winograd as wg
+from singa.kernels import workers
+
+
+def conv64(x, W, pads):
+    """A float64 reference: the valid correlation of ``x`` (N, C, H, W) zero-padded by
+    ``pads`` (top, left, bottom, right) with ``W`` (O, C, r, r), as (N, O, OH, OW)."""
+    t, l, b, r = pads
+    xp = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (t, b), (l, r)))
+    k = W.shape[2]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))  # N, C, OH, OW, k, k
+    return np.einsum("nchwij,ocij->nohw", win, np.asarray(W, np.float64))
+
+
+def operator(r, pads):
+    op = Conv2d((r, r), pads=pads, bias=True)
+    op.requires_grad = False
+    return op
+
+
+def nhwc(a):
+    """``a`` (N, C, H, W) as an NCHW view of NHWC memory (what convolutions output)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("r", [3, 5])
+def test_matrices_compute_the_valid_correlation(r):
+    """A^T ((G g) * (B^T d)) is the correlation of d (length 4 + r - 1) with g."""
+    at, g, bt = wg.matrices(r)
+    a = 4 + r - 1
+    assert at.shape == (4, a) and g.shape == (a, r) and bt.shape == (a, a)
+    rng = np.random.default_rng(r)
+    for _ in range(5):
+        d, k = rng.standard_normal(a), rng.standard_normal(r)
+        np.testing.assert_allclose(at @ ((g @ k) * (bt @ d)), np.correlate(d, k, "valid"), atol=1e-12)
+
+
+def test_input_transform_of_f43_is_the_known_integer_matrix():
+    """Lavin and Gray's B^T for F(4x4, 3x3) (points 0, +-1, +-2)."""
+    want = [
+        [4, 0, -5, 0, 1, 0],
+        [0, -4, -4, 1, 1, 0],
+        [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0],
+        [0, 2, -1, -2, 1, 0],
+        [0, 4, 0, -5, 0, 1],
+    ]
+    np.testing.assert_array_equal(wg.matrices(3)[2], want)
+
+
+@pytest.mark.parametrize(
+    "n, c, o, h, w, r, pads",
+    [
+        (2, 16, 16, 32, 32, 3, (1, 1, 1, 1)),  # ResNet's 3x3 "same"
+        (3, 8, 12, 7, 9, 3, (1, 0, 2, 1)),  # outputs not a multiple of the tile, uneven pads
+        (2, 32, 64, 12, 12, 5, (0, 0, 0, 0)),  # the MNIST CNN's second layer
+        (1, 9, 8, 13, 10, 5, (2, 2, 2, 2)),
+    ],
+)
+def test_forward_matches_a_float64_convolution(n, c, o, h, w, r, pads):
+    rng = np.random.default_rng(0)
+    x = nhwc(rng.standard_normal((n, c, h, w)).astype(np.float32))
+    W = (rng.standard_normal((o, c, r, r)) / np.sqrt(c * r * r)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    op = operator(r, pads)
+    assert wg.suits(op, W)
+    U = wg.transform_filters(W)
+    assert U.shape == ((4 + r - 1) ** 2, c, o) and U.dtype == np.float32
+    assert wg.fits(op, x, U)
+    y = wg.forward(op, x, U, b)
+    want = conv64(x, W, pads) + b.reshape(1, -1, 1, 1)
+    assert y.shape == want.shape == op.output_shape(x.shape, W.shape)
+    assert y.dtype == np.float32 and y.transpose(0, 2, 3, 1).flags.c_contiguous  # NHWC memory
+    # a few float32 ulps of the outputs' scale (the column product: about 5e-7)
+    assert np.abs(y - want).max() <= 2e-5 * np.abs(want).max()
+
+
+def test_an_input_in_nchw_memory_gives_the_same_bits():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    W = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    op, U = operator(3, (1, 1, 1, 1)), wg.transform_filters(W)
+    np.testing.assert_array_equal(wg.forward(op, x, U), wg.forward(op, nhwc(x), U))
+
+
+def test_epilogue_steps_match_the_column_product_path():
+    """Bias, BatchNorm's affine map, the residual, ReLU and max-pool are applied to the
+    Winograd output as Conv2d.forward applies them to its own."""
+    rng = np.random.default_rng(2)
+    n, c, o, h = 3, 8, 16, 12
+    x = nhwc(rng.standard_normal((n, c, h, h)).astype(np.float32))
+    W = (rng.standard_normal((o, c, 3, 3)) / 5).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    affine = tuple(rng.standard_normal(o).astype(np.float32) for _ in range(3))
+    res = nhwc(rng.standard_normal((n, o, h, h)).astype(np.float32))
+    op = operator(3, (1, 1, 1, 1))
+    kw = dict(relu=True, residual=res, pool=(2, 2, 2, 2), affine=affine)
+    want = op.forward(x, W, b, **kw)
+    got = wg.forward(op, x, wg.transform_filters(W), b, **kw)
+    assert got.shape == want.shape == (n, o, h // 2, h // 2)
+    assert (got >= 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_bits_do_not_depend_on_the_worker_count():
+    rng = np.random.default_rng(3)
+    x = nhwc(rng.standard_normal((24, 16, 16, 16)).astype(np.float32))  # several batch slices
+    W = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    op, U = operator(3, (1, 1, 1, 1)), wg.transform_filters(W)
+    outs = []
+    try:
+        for count in (1, 2):
+            workers.set_worker_count(count)
+            outs.append(wg.forward(op, x, U, relu=True).copy())
+    finally:
+        workers.set_worker_count(None)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize(
+    "why, kw, shape, dtype",
+    [
+        ("stride 2", dict(stride=(2, 2)), (8, 8, 3, 3), np.float32),
+        ("dilation", dict(dilation=(2, 2)), (8, 8, 3, 3), np.float32),
+        ("1x1 filters", {}, (8, 8, 1, 1), np.float32),
+        ("7x7 filters", {}, (8, 8, 7, 7), np.float32),
+        ("few input channels", {}, (8, 3, 3, 3), np.float32),
+        ("few output channels", {}, (4, 8, 3, 3), np.float32),
+        ("float64", {}, (8, 8, 3, 3), np.float64),
+    ],
+)
+def test_convolutions_it_does_not_take(why, kw, shape, dtype):
+    op = Conv2d(shape[2:], pads=(1, 1, 1, 1), **kw)
+    assert not wg.suits(op, np.zeros(shape, dtype)), why
+
+
+def test_groups_are_not_taken():
+    op = Conv2d((3, 3), pads=(1, 1, 1, 1), groups=2)
+    assert not wg.suits(op, np.zeros((8, 8, 3, 3), np.float32))
+
+
+def test_inputs_it_does_not_fit():
+    op = operator(3, (1, 1, 1, 1))
+    U = wg.transform_filters(np.ones((8, 8, 3, 3), np.float32))
+    assert wg.fits(op, np.zeros((1, 8, 4, 4), np.float32), U)
+    assert not wg.fits(op, np.zeros((1, 8, 3, 8), np.float32), U)  # output smaller than a tile
+    assert not wg.fits(op, np.zeros((1, 8, 8, 8), np.float64), U)  # another dtype
+    assert not wg.fits(op, np.zeros((1, 4, 8, 8), np.float32), U)  # other channels
+
+
+@pytest.mark.parametrize("r", [3, 5])
+def test_written_out_transforms_apply_the_matrices(r):
+    """The compiled transforms (formulas with shared subexpressions) against B^T d B and
+    A^T M A with :func:`matrices`, in float64, on a tile grid that overhangs the output."""
+    rng = np.random.default_rng(r)
+    at, _, bt = wg.matrices(r)
+    a = bt.shape[0]
+    n, h, w, c, o, pad = 2, 9, 11, 8, 16, (r - 1) // 2
+    oh, ow = h + 2 * pad - r + 1, w + 2 * pad - r + 1
+    th, tw = -(-oh // 4), -(-ow // 4)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    phased = np.empty((n, th * 4 + a - 4, 4, tw + 1, c), np.float32)
+    wg._phase(x, 4, pad, pad, phased)
+    padded = phased.transpose(0, 1, 3, 2, 4).reshape(n, th * 4 + a - 4, -1, c)  # column k*4 + s
+    np.testing.assert_array_equal(padded[:, pad : pad + h, pad : pad + w], x)
+    border = np.ones(padded.shape[:3], bool)
+    border[:, pad : pad + h, pad : pad + w] = False
+    assert not padded[border].any()  # zeros around the input
+    tiles = np.stack(
+        [[padded[:, 4 * ty : 4 * ty + a, 4 * tx : 4 * tx + a] for tx in range(tw)] for ty in range(th)]
+    )  # (th, tw, n, a, a, c)
+    want_v = np.einsum("ki,lj,yxnijc->klnyxc", bt, bt, tiles.astype(np.float64)).reshape(a * a, -1)
+    v = np.empty((a * a, n * th * tw * c), np.float32)
+    wg._tiles_in(phased, th, tw, v)
+    np.testing.assert_allclose(v, want_v, rtol=1e-5, atol=1e-5 * np.abs(want_v).max())
+    prod = rng.standard_normal((a * a, n * th * tw * o)).astype(np.float32)
+    blocks = np.einsum("ik,jl,klnyxc->nyixjc", at, at, prod.reshape(a, a, n, th, tw, o).astype(np.float64))
+    want_y = blocks.reshape(n, th * 4, tw * 4, o)[:, :oh, :ow]
+    y = np.full((n, oh, ow, o), np.nan, np.float32)
+    wg._tiles_out(prod, th, tw, y)
+    assert not np.isnan(y).any()  # every pixel written, none beyond the crop
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5 * np.abs(want_y).max())

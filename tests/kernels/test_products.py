@@ -1,0 +1,122 @@
+"""Large matrix products in blocks on the workers (singa.kernels.products)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singa import autograd, tensor
+from singa.autograd.gradcheck import gradcheck
+from singa.kernels import blas_threads, products, workers
+
+
+@pytest.fixture
+def small_split(monkeypatch):
+    """Split every product of at least 64 multiply-adds (the real threshold needs
+    products too large for a quick test)."""
+    monkeypatch.setattr(products, "SPLIT_MACS", 64)
+
+
+def _count_pieces(monkeypatch) -> list:
+    seen: list = []
+    real = workers.run_pieces
+
+    def counting(fn, pieces, xp=np):
+        seen.append(len(pieces))
+        return real(fn, pieces, xp)
+
+    monkeypatch.setattr(workers, "run_pieces", counting)
+    return seen
+
+
+@pytest.mark.parametrize("shape", [(37, 11, 5), (5, 11, 37), (40, 9, 40)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_give_the_product(small_split, monkeypatch, shape, dtype):
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    seen = _count_pieces(monkeypatch)
+    got = products.matmul(a, b)
+    assert seen and seen[0] >= 2  # really cut into blocks
+    assert got.shape == (m, n) and got.dtype == dtype
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_out_is_filled_and_returned(small_split):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((30, 8)), rng.standard_normal((8, 12))
+    out = np.full((30, 12), np.nan)
+    assert products.matmul(a, b, out=out) is out
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+
+
+def test_out_overlapping_an_operand_runs_whole(small_split, monkeypatch):
+    """Blocks writing into an operand that other blocks still read would race."""
+    seen = _count_pieces(monkeypatch)
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((24, 24)), rng.standard_normal((24, 24))
+    want = a @ b
+    np.testing.assert_allclose(products.matmul(a, b, out=a), want, rtol=1e-12)
+    assert seen == []
+
+
+def test_transposed_operands(small_split):
+    """Views with any strides (a weight gradient multiplies ``x.T``)."""
+    rng = np.random.default_rng(2)
+    x, dy = rng.standard_normal((50, 30)), rng.standard_normal((50, 7))
+    np.testing.assert_allclose(products.matmul(x.T, dy), x.T @ dy, rtol=1e-12)
+
+
+def test_bits_do_not_depend_on_the_worker_count(small_split, monkeypatch):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 90)).astype(np.float32)
+    runs = []
+    for count in (1, 2, 3):
+        monkeypatch.setattr(workers, "_count", [count])
+        runs.append(products.matmul(a, b))
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run, runs[0])
+
+
+def test_small_and_unusual_products_run_whole(monkeypatch):
+    seen = _count_pieces(monkeypatch)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    np.testing.assert_allclose(products.matmul(a, b), a @ b, rtol=1e-6)  # below SPLIT_MACS
+    monkeypatch.setattr(products, "SPLIT_MACS", 1)
+    stack = rng.standard_normal((3, 8, 8))
+    np.testing.assert_allclose(products.matmul(stack, b), stack @ b, rtol=1e-6)  # 3-D
+    ints = np.arange(64).reshape(8, 8)
+    np.testing.assert_array_equal(products.matmul(ints, ints), ints @ ints)  # not float
+    b64 = b.astype(np.float64)
+    np.testing.assert_allclose(products.matmul(a, b64), a @ b64, rtol=1e-6)  # mixed: numpy's float64 product
+    assert seen == []
+
+
+def test_blocks_depend_only_on_the_shape():
+    big = 2 * products.SPLIT_MACS
+    assert products.block_count(products.SPLIT_MACS) == 2
+    assert products.block_count(big) == 2
+    assert products.block_count(2 * big) == 4
+    assert products.block_count(1000 * big) == 8
+
+
+def test_matmul_operator_gradients_through_blocks(small_split, monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((12, 9)), rng.standard_normal((9, 10))
+    ta = tensor.Tensor(data=a, requires_grad=True)
+    tb = tensor.Tensor(data=b, requires_grad=True)
+    np.testing.assert_allclose(autograd.matmul(ta, tb).to_numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    gradcheck(autograd.matmul, [a, b])
+
+
+def test_blas_fallback_is_used_below_the_threshold(monkeypatch):
+    calls = []
+    real = blas_threads.matmul
+    monkeypatch.setattr(blas_threads, "matmul", lambda a, b, out=None: calls.append(1) or real(a, b, out=out))
+    a = np.ones((4, 4), np.float32)
+    products.matmul(a, a)
+    assert calls == [1]

@@ -1,0 +1,108 @@
+"""``singa-train --nproc 2``: one set of output from rank 0, the numbers of one
+process at the global batch, resume at another number of processes, Ctrl-C, and
+a failing rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from mpi_helpers import ROOT, TIMEOUT, env_for, needs_mpi, run_mpi  # noqa: E402
+
+pytestmark = needs_mpi
+
+TINY = ["mlp", "--data", "synthetic", "--no-plot"]
+
+
+def _env(tmp_path) -> dict:
+    env = env_for(2)
+    env["SINGA_DATA"] = str(tmp_path / "cache")
+    return env
+
+
+def singa_train(tmp_path, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "singa.cli.main", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _events(path) -> list[dict]:
+    return [json.loads(line) for line in open(path)]
+
+
+def test_nproc_2_prints_and_writes_once_with_the_numbers_of_the_global_batch(tmp_path):
+    r = singa_train(tmp_path, *TINY, "--batch-size", "16", "--epochs", "2", "--nproc", "2",
+                    "--checkpoint", "ck.zip", "--log", "two.jsonl")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    epochs = [ln[:11] for ln in r.stdout.splitlines() if ln.startswith("epoch ")]
+    assert epochs == ["epoch 1/2  ", "epoch 2/2  "]
+    assert "2 ranks x batch 16 = global batch 32" in r.stdout
+    assert r.stdout.count("done:") == 1
+    assert sorted(p for p in os.listdir(tmp_path) if p != "cache") == ["ck.zip", "two.jsonl"]
+    two = _events(tmp_path / "two.jsonl")
+    assert [e["event"] for e in two] == ["start", "epoch", "epoch", "end"]
+    one = singa_train(tmp_path, *TINY, "--batch-size", "32", "--epochs", "2", "-q", "--log", "one.jsonl")
+    assert one.returncode == 0, one.stderr[-2000:]
+    one_ev = _events(tmp_path / "one.jsonl")
+    for a, b in zip(two[1:3], one_ev[1:3]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5, abs=1e-9)
+        assert a["val_acc"] == b["val_acc"] and a["step"] == b["step"]
+
+
+def test_resume_at_another_number_of_processes(tmp_path):
+    r = singa_train(tmp_path, *TINY, "--batch-size", "16", "--epochs", "1", "--max-steps", "10",
+                    "--nproc", "2", "--checkpoint", "ck.zip")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = singa_train(tmp_path, "--resume", "ck.zip")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "global batch changed from 32 to 16 (2 -> 1 ranks of batch 16)" in r.stderr
+    assert "continuing epoch 1 at batch 20 of 64" in r.stderr
+    assert "done: 54 steps" in r.stdout
+
+
+def test_ctrl_c_stops_every_rank_and_rank_0_saves(tmp_path):
+    args = [*TINY, "--batch-size", "8", "--epochs", "50", "--nproc", "2", "--checkpoint", "ck.zip"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "singa.cli.main", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("epoch 1/50"):
+            line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends to the launcher
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted at step" in err and err.count("checkpoint saved to ck.zip") == 1
+    r = singa_train(tmp_path, "--resume", "ck.zip", "--epochs", "2", "-q")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_failing_rank_ends_the_cli_job_naming_the_rank(tmp_path):
+    """Only rank 0 writes the checkpoint, so only rank 0 finds it cannot."""
+    (tmp_path / "a-file").write_text("")
+    # the job must end by itself: run_mpi's timeout is a hang guard, not a speed check
+    proc = run_mpi(2, ["-m", "singa.cli.main", *TINY, "--checkpoint", str(tmp_path / "a-file" / "ck.zip")],
+                   env=_env(tmp_path), cwd=ROOT)  # fmt: skip
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("singa-train: rank")]
+    assert len(lines) == 1 and lines[0].startswith("singa-train: rank 0 of 2 failed: "), proc.stderr
