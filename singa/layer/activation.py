@@ -14,6 +14,8 @@ __all__ = [
     "SoftMax",
     "GELU",
     "SiLU",
+    "HardSwish",
+    "Mish",
 ]
 
 
@@ -86,3 +88,19 @@ class SiLU(Layer):
     def forward(self, x: Tensor) -> Tensor:
         """Apply SiLU."""
         return autograd.silu(x)
+
+
+class HardSwish(Layer):
+    """x * clip(x + 3, 0, 6) / 6 (PyTorch's ``nn.Hardswish``, MobileNetV3's hard swish)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply hard swish."""
+        return autograd.hardswish(x)
+
+
+class Mish(Layer):
+    """x * tanh(softplus(x)) (PyTorch's ``nn.Mish``)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply Mish."""
+        return autograd.mish(x)

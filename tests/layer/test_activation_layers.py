@@ -18,6 +18,8 @@ X = np.random.default_rng(0).standard_normal((3, 4))
         (layer.Tanh(), np.tanh),
         (layer.SoftMax(), lambda x: np.exp(x) / np.exp(x).sum(1, keepdims=True)),
         (layer.SoftMax(axis=0), lambda x: np.exp(x) / np.exp(x).sum(0, keepdims=True)),
+        (layer.HardSwish(), lambda x: x * np.clip(x + 3, 0, 6) / 6),
+        (layer.Mish(), lambda x: x * np.tanh(np.log1p(np.exp(x)))),
     ],
 )
 def test_activation_layers(lay, ref):
