@@ -20,6 +20,7 @@ Example::
         ...
 """
 
+from singa.data import text
 from singa.data.csv_dataset import CSVDataset
 from singa.data.dataset import ArrayDataset, collate, is_dataset, stratified_split
 from singa.data.datasets import (
@@ -58,6 +59,7 @@ __all__ = [
     "is_dataset",
     "read_image",
     "stratified_split",
+    "text",
     "ChecksumError",
     "DataFormatError",
     "DataLoader",

@@ -13,7 +13,7 @@ Example::
     print(list(fc.get_params()))   # ['W', 'b']
 """
 
-from singa.layer.activation import LeakyReLU, ReLU, Sigmoid, SoftMax, Tanh
+from singa.layer.activation import GELU, HardSwish, LeakyReLU, Mish, ReLU, Sigmoid, SiLU, SoftMax, Tanh
 from singa.layer.attention import MultiHeadAttention
 from singa.layer.base import Layer, LoadResult
 from singa.layer.conv import (

@@ -12,6 +12,10 @@ __all__ = [
     "Sigmoid",
     "Tanh",
     "SoftMax",
+    "GELU",
+    "SiLU",
+    "HardSwish",
+    "Mish",
 ]
 
 
@@ -61,3 +65,42 @@ class SoftMax(Layer):
     def forward(self, x: Tensor) -> Tensor:
         """Apply softmax."""
         return autograd.softmax(x, self.axis)
+
+
+class GELU(Layer):
+    """x * Phi(x) (PyTorch's ``nn.GELU``): ``approximate="none"`` exact, ``"tanh"``
+    the tanh approximation."""
+
+    def __init__(self, approximate: str = "none", name: str | None = None):
+        super().__init__(name)
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply GELU."""
+        return autograd.gelu(x, self.approximate)
+
+
+class SiLU(Layer):
+    """x * sigmoid(x) (PyTorch's ``nn.SiLU``)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply SiLU."""
+        return autograd.silu(x)
+
+
+class HardSwish(Layer):
+    """x * clip(x + 3, 0, 6) / 6 (PyTorch's ``nn.Hardswish``, MobileNetV3's hard swish)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply hard swish."""
+        return autograd.hardswish(x)
+
+
+class Mish(Layer):
+    """x * tanh(softplus(x)) (PyTorch's ``nn.Mish``)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply Mish."""
+        return autograd.mish(x)

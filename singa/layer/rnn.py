@@ -82,6 +82,17 @@ class RNN_Base(Layer):
                 self.Wx.append(new_param((n_in, g * hs)).uniform(-bound, bound))
                 self.Wh.append(new_param((hs, g * hs)).uniform(-bound, bound))
 
+    def bias_vectors(self, width: int) -> list[Tensor]:
+        """One bias vector of ``width`` per layer and direction, uniform in
+        (-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as SINGA and PyTorch draw them; an
+        empty list when the layer has no bias (``bias=False``)."""
+        if not self.bias:
+            return []
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        return [
+            new_param((width,)).uniform(-bound, bound) for _ in range(self.num_layers * self.num_directions)
+        ]
+
     def _biases(self, k: int) -> list[Tensor]:
         raise NotImplementedError
 
@@ -277,11 +288,7 @@ class RNN(RNN_Base):
         super().__init__(
             input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout, bidirectional, name
         )
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        n = self.num_layers * self.num_directions
-        self.b: list[Tensor] = (
-            [new_param((self.hidden_size,)).uniform(-bound, bound) for _ in range(n)] if self.bias else []
-        )
+        self.b: list[Tensor] = self.bias_vectors(self.hidden_size)
 
     def _biases(self, k: int) -> list[Tensor]:
         return [self.b[k]] if self.bias else []
@@ -329,15 +336,8 @@ class LSTM(RNN_Base):
         super().__init__(
             input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout, bidirectional, name
         )
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        n = self.num_layers * self.num_directions
-        shape = (4 * self.hidden_size,)
-        self.Bx: list[Tensor] = (
-            [new_param(shape).uniform(-bound, bound) for _ in range(n)] if self.bias else []
-        )
-        self.Bh: list[Tensor] = (
-            [new_param(shape).uniform(-bound, bound) for _ in range(n)] if self.bias else []
-        )
+        self.Bx: list[Tensor] = self.bias_vectors(4 * self.hidden_size)
+        self.Bh: list[Tensor] = self.bias_vectors(4 * self.hidden_size)
 
     def _biases(self, k: int) -> list[Tensor]:
         return [self.Bx[k], self.Bh[k]] if self.bias else []

@@ -19,13 +19,11 @@ Example::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from singa import autograd
-from singa.layer._util import new_param
 from singa.layer.base import Layer
 from singa.layer.rnn import LSTM, RNN, RNN_Base
 from singa.tensor import Tensor
@@ -59,15 +57,8 @@ class GRU(RNN_Base):
         super().__init__(
             input_size, hidden_size, num_layers, "tanh", bias, batch_first, dropout, bidirectional, name
         )
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        n = self.num_layers * self.num_directions
-        shape = (3 * self.hidden_size,)
-        self.Bx: list[Tensor] = (
-            [new_param(shape).uniform(-bound, bound) for _ in range(n)] if self.bias else []
-        )
-        self.Bh: list[Tensor] = (
-            [new_param(shape).uniform(-bound, bound) for _ in range(n)] if self.bias else []
-        )
+        self.Bx: list[Tensor] = self.bias_vectors(3 * self.hidden_size)
+        self.Bh: list[Tensor] = self.bias_vectors(3 * self.hidden_size)
 
     def _biases(self, k: int) -> list[Tensor]:
         return [self.Bx[k]] if self.bias else []

@@ -1,73 +1,13 @@
 """The ONNX tables: the export table ``{Operation subclass: converter}`` and the import
 table ``{ONNX op type: handler}``, merged from the family modules of
-:mod:`singa.sonnx.families` (listed here, once). The exporter and the backend read
-these tables and nothing else of the families."""
+:mod:`singa.sonnx.families` (listed once, by the imports of ``families/__init__.py``).
+The exporter and the backend read these tables and nothing else of the families."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from singa.sonnx.families import (
-    activation,
-    attention,
-    contraction,
-    conv,
-    conv_transpose,
-    creation,
-    dropout,
-    elementwise,
-    gated,
-    indexing,
-    indexing_nd,
-    linalg,
-    logical,
-    loss,
-    normalization,
-    pooling,
-    pooling_nd,
-    positional,
-    prod,
-    quantize,
-    rearrange,
-    reduction,
-    resize,
-    rounding,
-    shaping,
-    sorting,
-    trigonometric,
-    variadic,
-)
-
-FAMILIES = (
-    activation,
-    attention,
-    contraction,
-    conv,
-    conv_transpose,
-    creation,
-    dropout,
-    elementwise,
-    gated,
-    indexing,
-    indexing_nd,
-    linalg,
-    logical,
-    loss,
-    normalization,
-    pooling,
-    pooling_nd,
-    positional,
-    prod,
-    quantize,
-    rearrange,
-    reduction,
-    resize,
-    rounding,
-    shaping,
-    sorting,
-    trigonometric,
-    variadic,
-)
+from singa.sonnx.families import FAMILIES, quantize, sorting
 
 #: families with handlers that compute their values when the node runs (inference-only
 #: operators: integer, index or data-dependent outputs without a gradient), besides shaping

@@ -9,14 +9,6 @@ from layer_helpers import param_gradcheck, t64
 from singa import autograd, device, layer
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def conv_ref(x, w, b, stride, pads, groups=1):
     """Direct NCHW cross-correlation; pads = (top, left, bottom, right)."""
     n, c, h, wd = x.shape

@@ -21,14 +21,6 @@ def load_example(name):
     return mod
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def test_autograd_exposes_the_legacy_layers():
     # the names SINGA's autograd documentation and examples use
     names = ["Layer", "Linear", "Conv2d", "SeparableConv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "ReLU"]

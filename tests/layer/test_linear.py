@@ -10,14 +10,6 @@ from singa import autograd, device, layer
 from singa.tensor import Tensor
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def test_linear_lazy_creation_follows_first_input():
     fc = layer.Linear(4)
     assert fc.get_params() == {} and fc.W is None

@@ -7,14 +7,6 @@ from layer_helpers import param_gradcheck, t64
 from singa import autograd, device, layer
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def test_batchnorm_lazy_states_and_names():
     bn = layer.BatchNorm2d()
     assert bn.get_states() == {}

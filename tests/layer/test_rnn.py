@@ -12,14 +12,6 @@ def steps(x):
     return [autograd.squeeze(x[t], 0) for t in range(x.shape[0])]
 
 
-@pytest.fixture(autouse=True)
-def training():
-    prev = autograd.training
-    autograd.training = True
-    yield
-    autograd.training = prev
-
-
 def sig(z):
     return 1 / (1 + np.exp(-z))
 

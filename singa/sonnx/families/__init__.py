@@ -22,6 +22,44 @@ the first one it declares (``PRelu`` in ``activation``, ``GlobalMaxPool`` in
 Adding an operator: the checklist in ``docs/architecture.md`` (in short: ``Foo`` and
 ``foo`` in ``singa/autograd/bar.py``, a converter and a handler here with one line in each
 table, ``bar.Foo: convert_foo,`` in ``EXPORT`` and ``"Foo": handle_foo,`` in ``IMPORT``,
-and the tests named after the family). A new family module is listed once, in
-:mod:`singa.sonnx.registry`.
+and the tests named after the family). A new family module is listed once, in the import
+below: :data:`FAMILIES` is every family module this package imports, by name.
 """
+
+from types import ModuleType
+
+from singa.sonnx.families import (
+    activation,
+    attention,
+    contraction,
+    conv,
+    conv_transpose,
+    creation,
+    dropout,
+    elementwise,
+    gated,
+    indexing,
+    indexing_nd,
+    linalg,
+    logical,
+    loss,
+    normalization,
+    pooling,
+    pooling_nd,
+    positional,
+    prod,
+    quantize,
+    rearrange,
+    reduction,
+    resize,
+    rounding,
+    shaping,
+    sorting,
+    trigonometric,
+    variadic,
+)
+
+#: the family modules, each with its ``EXPORT`` and ``IMPORT`` tables
+FAMILIES: tuple[ModuleType, ...] = tuple(
+    sorted((m for m in list(globals().values()) if isinstance(m, ModuleType)), key=lambda m: m.__name__)
+)
