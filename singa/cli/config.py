@@ -108,6 +108,7 @@ class TrainConfig:
     accumulate: int = 1
     summary: bool = False
     time_budget: float | None = None
+    lora: str | None = None  # singa.cli.lora
     extra: dict = field(default_factory=dict)
 
     # ----- derived values -----------------------------------------------------------------

@@ -41,7 +41,8 @@ _OPTIONS = [
         "--keep",
         type=click.IntRange(min=1),
         metavar="N",
-        help="With a --checkpoint path holding {epoch} (ck-{epoch}.zip): keep only the N newest files.",
+        help="With a --checkpoint path holding {epoch} (ck-{epoch}.zip) or a --checkpoint-dir: "
+        "keep only the N newest files.",
     ),
     click.option(
         "--tensorboard",
@@ -78,9 +79,12 @@ def fit_options(f: Any) -> Any:
 
 def check_fit_options(ctx: click.Context, cfg: Any) -> None:
     """Usage errors of these options' combinations."""
-    if cfg.keep is not None and "{epoch}" not in (cfg.checkpoint or ""):
+    folder = getattr(cfg, "checkpoint_dir", None)  # --checkpoint-dir keeps --keep files too
+    if cfg.keep is not None and "{epoch}" not in (cfg.checkpoint or "") and not folder:
         raise click.UsageError(
-            "--keep needs a --checkpoint path with {epoch} in it (e.g. --checkpoint ck-{epoch}.zip)", ctx=ctx
+            "--keep needs a --checkpoint path with {epoch} in it (e.g. --checkpoint ck-{epoch}.zip) "
+            "or a --checkpoint-dir",
+            ctx=ctx,
         )
     if cfg.tensorboard:
         try:
