@@ -22,6 +22,11 @@ Guarantees:
 - exact resume: parameters, buffers, optimizer slots and step counts, the
   scheduler position and the device's random generator are restored bit for bit.
 
+``CheckpointManager`` (``manager.py``) keeps numbered checkpoints in a folder (the
+last N, the best M by a metric), saving synchronously or in the background;
+``save_weights`` / ``load_weights`` (``weights.py``) write and read the model's states
+in the safetensors format.
+
 Example::
 
     model.set_optimizer(opt.SGD(0.1, momentum=0.9))
@@ -46,7 +51,9 @@ from singa.checkpoint.errors import CheckpointError, CheckpointWarning
 from singa.checkpoint.info import ArrayInfo, CheckpointInfo, describe
 from singa.checkpoint.layout import FORMAT_VERSION
 from singa.checkpoint.loading import AuxStates, LoadReport
+from singa.checkpoint.manager import CheckpointManager, Restored
 from singa.checkpoint.reader import read_checkpoint
+from singa.checkpoint.weights import load_weights, save_weights
 from singa.tensor import Tensor
 
 __all__ = [
@@ -65,6 +72,10 @@ __all__ = [
     "load_optimizer",
     "read",
     "read_arrays",
+    "CheckpointManager",
+    "Restored",
+    "save_weights",
+    "load_weights",
 ]
 
 

@@ -21,7 +21,8 @@ _active_tmp: set[str] = set()
 _active_lock = threading.Lock()
 
 
-def _host_tag() -> str:
+def host_tag() -> str:
+    """This host's name as it appears in temporary file names."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:64] or "host"
 
 
@@ -54,7 +55,7 @@ def remove_stale_temporaries(folder: str, base: str) -> list[str]:
     process no longer exists (killed mid-save). Returns the removed paths."""
     if os.name != "posix":
         return []
-    prefix, host, removed = _tmp_prefix(base), _host_tag(), []
+    prefix, host, removed = _tmp_prefix(base), host_tag(), []
     try:
         names = os.listdir(folder or ".")
     except OSError:
@@ -142,7 +143,7 @@ def atomic_write(fpath: Any, write: Callable[[Any], None]) -> str:
     folder, base = os.path.split(target)
     _finish_close()
     remove_stale_temporaries(folder, base)
-    tmp = os.path.join(folder, f"{_tmp_prefix(base)}{_host_tag()}.{os.getpid()}.{os.urandom(6).hex()}")
+    tmp = os.path.join(folder, f"{_tmp_prefix(base)}{host_tag()}.{os.getpid()}.{os.urandom(6).hex()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     with _active_lock:
         _active_tmp.add(tmp)

@@ -385,3 +385,35 @@ def _defer(
     pl = _lazy.PendingLoad(layer, label, strict, dict(plan.pending), finish, devs, report)
     pl.optimizer_states = opt_states if plan.pending else None
     _lazy.attach(pl, plan.lazy)
+
+
+def load_arrays(
+    layer: Any,
+    arrays: Mapping[str, np.ndarray],
+    label: str,
+    strict: bool,
+    hint: Callable[[LoadReport], str] | None = None,
+) -> LoadReport:
+    """Load named model states (``arrays``, from a file named by ``label``) into
+    ``layer`` with the checks of :func:`load`: names, shapes and dtypes are compared
+    first; with ``strict=True`` any problem raises :class:`CheckpointError` (with
+    ``hint(report)`` appended) and nothing changes. Lazily created states are filled
+    in when they are created."""
+    report, plan = LoadReport(), _Plan()
+    given = {k: ArrayMeta(k, MODEL_STATE, tuple(a.shape), np.dtype(a.dtype), None) for k, a in arrays.items()}
+    _plan_layer(layer, given, report, plan)
+    if strict:
+        try:
+            _raise_strict(label, type(layer).__name__, report, plan)
+        except CheckpointError as e:
+            extra = hint(report) if hint is not None else ""
+            raise CheckpointError(f"{e}\n{extra}" if extra else str(e)) from None
+    plan.resolve(dict(arrays))
+    _apply(label, strict, plan, None, report)
+    if plan.pending or plan.lazy:
+        _defer(layer, plan, label, strict, report, None, None, None, states_device(layer))
+    if not strict and report:
+        warnings.warn(
+            f"{label}: loaded with skips: " + "; ".join(report.problems()), CheckpointWarning, stacklevel=3
+        )
+    return report

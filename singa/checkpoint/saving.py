@@ -5,6 +5,8 @@ load back unchanged, then writing them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -173,18 +175,31 @@ def _check_unique(entries: list[ArrayEntry]) -> None:
         seen.add(e.key)
 
 
-def save(
-    fpath: Any,
+@dataclass
+class Snapshot:
+    """Everything a checkpoint file will hold, collected and checked: the arrays
+    (copies when taken with ``copy=True``), the JSON aux values, the optimizer's JSON
+    states, the random state and the device's name. :func:`write_snapshot` writes it."""
+
+    entries: list[ArrayEntry]
+    aux_json: dict
+    opt_json: dict | None
+    rng: dict | None
+    device: str
+
+
+def snapshot(
     layer: Any,
     optimizer: Any,
     params: Mapping | None,
     aux_states: Mapping | None,
     with_rng: bool,
-    compress: bool,
-) -> str:
-    """Save the states of ``layer`` and ``optimizer`` (over ``params``, or the layer's
-    parameters), ``aux_states`` and with ``with_rng`` the device's random state to
-    ``fpath``; everything is checked before the file is written."""
+    copy: bool = False,
+) -> Snapshot:
+    """Collect and check the states of ``layer`` and ``optimizer`` (over ``params``, or
+    the layer's parameters), ``aux_states`` and with ``with_rng`` the device's random
+    state. With ``copy=True`` every array is copied, so training may go on changing
+    the live arrays while the snapshot is written (asynchronous saving)."""
     optimizer = unwrap_optimizer(optimizer)  # a DistOpt saves the optimizer it wraps
     pending = _lazy.pending_of(layer) if layer is not None else None
     entries = _model_entries(layer, pending) if layer is not None else []
@@ -201,4 +216,31 @@ def save(
     if with_rng:
         rng = to_json(dev.get_rng_state())
         check_json(rng, "random state")
-    return write_checkpoint(fpath, entries, aux_json, opt_json, rng, dev_name, compress)
+    if copy:
+        entries = [
+            ArrayEntry(e.key, e.state_type, np.array(e.array, copy=True), dict(e.extra)) for e in entries
+        ]
+        aux_json, opt_json, rng = deepcopy(aux_json), deepcopy(opt_json), deepcopy(rng)
+    return Snapshot(entries, aux_json, opt_json, rng, dev_name)
+
+
+def write_snapshot(fpath: Any, snap: Snapshot, compress: bool = False) -> str:
+    """Write a :class:`Snapshot` to ``fpath`` atomically; returns the path written."""
+    return write_checkpoint(
+        fpath, snap.entries, snap.aux_json, snap.opt_json, snap.rng, snap.device, compress
+    )
+
+
+def save(
+    fpath: Any,
+    layer: Any,
+    optimizer: Any,
+    params: Mapping | None,
+    aux_states: Mapping | None,
+    with_rng: bool,
+    compress: bool,
+) -> str:
+    """Save the states of ``layer`` and ``optimizer`` (over ``params``, or the layer's
+    parameters), ``aux_states`` and with ``with_rng`` the device's random state to
+    ``fpath``; everything is checked before the file is written."""
+    return write_snapshot(fpath, snapshot(layer, optimizer, params, aux_states, with_rng), compress)

@@ -28,6 +28,7 @@ import click
 from singa import __version__, data, zoo
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from singa.cli.generate import generate as generate_command
 from singa.cli.predict import predict as predict_command
 from singa.cli.user_options import DataType, ModelType, user_options
 
@@ -62,7 +63,8 @@ class _TrainCommand(click.Command):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         prog = ctx.command_path
         formatter.write(
-            f"Usage: {prog} [MODEL] [OPTIONS]\n       {prog} evaluate|export|predict CHECKPOINT [OPTIONS]\n"
+            f"Usage: {prog} [MODEL] [OPTIONS]\n"
+            f"       {prog} evaluate|export|predict|generate CHECKPOINT [OPTIONS]\n"
         )
 
 
@@ -91,6 +93,7 @@ def _list_and_exit(ctx: click.Context, param: click.Parameter, value: bool) -> N
         click.echo(f"  {name:<19} {info.num_classes} classes, {shape}; {where}")
     click.echo("your own: MODEL as path/to/file.py:Name or package.module:Name (--model-arg k=v);")
     click.echo("  --data imagefolder:DIR (or DIR), npz:FILE, csv:FILE (see README, 'Your own data')")
+    click.echo("text (gpt): --data text:FILE, or tinyshakespeare (bundled, public domain; the default)")
     ctx.exit(0)
 
 
@@ -262,6 +265,12 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
     on a dataset, printing a progress bar, a line per epoch (train loss and accuracy,
     validation loss and accuracy, time, samples/s) and a summary."""
     cfg, explicit = _merge_settings(ctx, config_file, opts)
+    from singa.cli import lm
+
+    with reported(cfg.debug, cfg.verbose):
+        if lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
+            lm.train_lm(cfg, explicit)
+            return
     from singa.cli import parallel as dist
     from singa.cli.trainer import Trainer
 
@@ -443,6 +452,7 @@ def export(
 
 
 cli.add_command(predict_command)
+cli.add_command(generate_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from singa import data
+from singa.cli import lm
 from singa.cli.errors import CliError
 from singa.cli.model_spec import ModelSpecError, canonical_spec
 
@@ -62,6 +63,12 @@ class DataType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         text = str(value)
+        try:
+            as_text = lm.text_spec(text)  # text:FILE or the bundled text (gpt)
+        except CliError as e:
+            self.fail(str(e), param, ctx)
+        if as_text is not None:
+            return as_text
         if text.strip().lower() in data.available_datasets():
             return text.strip().lower()
         parsed = data.parse_data_spec(text)

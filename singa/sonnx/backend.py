@@ -28,7 +28,7 @@ from singa import autograd
 from singa import device as _device
 from singa.autograd import conv
 from singa.kernels import workers
-from singa.sonnx import checks, registry
+from singa.sonnx import checks, registry, subgraph
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
@@ -83,6 +83,13 @@ def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = _opset_of(model)
     if opset >= MIN_IMPORT_OPSET:
         return model
+    scans = [nd for nd in model.graph.node if nd.op_type == "Scan"]
+    if opset < 9 and scans:  # the converter keeps Scan-8's batch axis wrong: refuse, never guess
+        nd = scans[0]
+        raise UnsupportedOperator(
+            f"ONNX import: opset {opset} model: node {nd.name or nd.output[0]!r} (Scan) has opset 8's "
+            "batch axis, which is not supported (export the model at opset 9 or newer)"
+        )
     try:
         return version_converter.convert_version(model, MIN_IMPORT_OPSET)
     except Exception as e:  # the converter raises RuntimeError, ValueError, IndexError ...
@@ -134,6 +141,8 @@ class OnnxGraph:
                 problems.append(f"{nd.domain}.{nd.op_type} (node {nd.name or i!r})")
             elif nd.op_type not in table:
                 problems.append(f"{nd.op_type} (node {nd.name or nd.output[0]!r})")
+        if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
+            self.subgraphs = [self._subgraphs(nd, source) for nd in g.node]
         if problems:
             raise UnsupportedOperator("ONNX import: unsupported operator(s): " + ", ".join(problems))
         for v in list(g.input) + list(g.output):
@@ -151,6 +160,14 @@ class OnnxGraph:
         self.input_names = [v.name for v in g.input if v.name not in self.initializers]
         self.output_names = [v.name for v in g.output]
         self._contexts: dict[bool, list] = {}
+
+    def _subgraphs(self, nd: onnx.NodeProto, source: str) -> dict:
+        """``{attribute: SubGraph}`` of a node's graph attributes (If, Loop, Scan)."""
+        where = f"{source}, {nd.op_type} node {nd.name or nd.output[0]!r}"
+        return {
+            name: subgraph.SubGraph(g, self.opset, self.device, OnnxGraph, where)
+            for name, g in subgraph.graph_attributes(nd).items()
+        }
 
     def _state_constants(self) -> dict[str, np.ndarray]:
         """``{output name: value}`` of the Constant nodes that feed the running statistics
@@ -174,9 +191,10 @@ class OnnxGraph:
     def contexts(self, training: bool) -> list[NodeContext]:
         """Node contexts (parsed attributes), built once per mode."""
         if training not in self._contexts:
-            self._contexts[training] = [
-                NodeContext(nd, self.opset, self.device, training) for nd in self.model.graph.node
-            ]
+            ctxs = [NodeContext(nd, self.opset, self.device, training) for nd in self.model.graph.node]
+            for ctx, subs in zip(ctxs, self.subgraphs):
+                ctx.subgraphs = subs
+            self._contexts[training] = ctxs
         return self._contexts[training]
 
     def cut(self, last_layers: int | None) -> int | None:
@@ -254,13 +272,14 @@ class OnnxGraph:
     @staticmethod
     def _run_node(ctx: NodeContext, fn: Handler, env: dict[str, Any]) -> None:
         """Evaluate one node, reading its inputs from ``env`` and writing its outputs."""
+        ctx.scope = env
         xs = []
         for n in ctx.node.input:
             if n not in env:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
         try:
-            ys = fn(ctx, xs)
+            ys = _in_float32(ctx, fn, xs) if _bfloat16_arithmetic(ctx, xs) else fn(ctx, xs)
         except (TypeError, ValueError) as e:
             narrow = sorted(
                 {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
@@ -277,6 +296,32 @@ class OnnxGraph:
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp
         return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
+
+
+#: op types that read bfloat16 values as they are (conversions and data movement)
+_BFLOAT16_AS_IS = frozenset({"Cast", "CastLike", "BitCast", "Identity", "Shape", "Size"})
+
+
+def _bfloat16_arithmetic(ctx: NodeContext, xs: list) -> bool:
+    """A node computing on bfloat16 inputs (other than a conversion)."""
+    return ctx.op_type not in _BFLOAT16_AS_IS and any(
+        isinstance(x, Tensor) and x.dtype.name == "bfloat16" for x in xs
+    )
+
+
+def _in_float32(ctx: NodeContext, fn: Handler, xs: list) -> Any:
+    """Run a node on bfloat16 inputs in float32 and round its float32 results back to
+    bfloat16, as onnxruntime's CPU kernels do (bfloat16 has no arithmetic of its own).
+    Computed directly: no gradient reaches the bfloat16 inputs."""
+    bf16 = next(x.dtype for x in xs if isinstance(x, Tensor) and x.dtype.name == "bfloat16")
+    wide = [
+        ctx.wrap(x.data.astype(np.float32)) if isinstance(x, Tensor) and x.dtype == bf16 else x for x in xs
+    ]
+    ys = fn(ctx, wide)
+    single = isinstance(ys, Tensor)
+    ys = [ys] if single else list(ys)
+    ys = [ctx.wrap(y.data.astype(bf16)) if isinstance(y, Tensor) and y.dtype == np.float32 else y for y in ys]
+    return ys[0] if single else ys
 
 
 def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:

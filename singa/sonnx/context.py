@@ -224,6 +224,8 @@ class NodeContext:
         outputs: how many outputs the node asks for (trailing empty names dropped).
         states: ids of the arrays of the model's states in the current run (the
             tensors a training node may update in place, see :meth:`is_state`).
+        subgraphs, scope: the node's subgraphs and the enclosing graph's values
+            (control flow).
     """
 
     def __init__(self, node: onnx.NodeProto, opset: int, device: Any, training: bool):
@@ -242,6 +244,10 @@ class NodeContext:
             outs.pop()
         self.outputs = len(outs)
         self.states: frozenset = frozenset()
+        #: the node's subgraphs by attribute name (If, Loop, Scan; set by the backend)
+        self.subgraphs: dict = {}
+        #: the values of the enclosing graph when the node runs (read by subgraphs)
+        self.scope: dict = {}
 
     def is_state(self, t: Tensor | None) -> bool:
         """True for a tensor of the model's states (a SONNXModel parameter or buffer),

@@ -34,7 +34,7 @@ import numpy as np
 
 from singa import autograd
 from singa.model.model import Model
-from singa.sonnx import checks
+from singa.sonnx import checks, subgraph
 from singa.sonnx.backend import OnnxGraph, _get_device
 from singa.tensor import Tensor
 
@@ -71,6 +71,8 @@ def _trainable(graph: OnnxGraph) -> set[str]:
         for i, name in enumerate(nd.input):
             if name in graph.initializers and i not in static:
                 out.add(name)
+        for body in subgraph.graph_attributes(nd).values():  # read inside If/Loop/Scan bodies
+            out.update(n for n in subgraph.free_names(body) if n in graph.initializers)
     return {n for n in out if graph.initializers[n].dtype.kind == "f"}
 
 

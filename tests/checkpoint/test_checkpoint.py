@@ -286,12 +286,12 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
-    from singa.checkpoint.atomic import _host_tag, _tmp_prefix
+    from singa.checkpoint.atomic import _tmp_prefix, host_tag
 
     p = tmp_path / "c.zip"
-    dead = tmp_path / f"{_tmp_prefix('c.zip')}{_host_tag()}.999999999.abc"
+    dead = tmp_path / f"{_tmp_prefix('c.zip')}{host_tag()}.999999999.abc"
     dead.write_bytes(b"partial")
-    alive = tmp_path / f"{_tmp_prefix('c.zip')}{_host_tag()}.1.abc"  # pid 1 exists
+    alive = tmp_path / f"{_tmp_prefix('c.zip')}{host_tag()}.1.abc"  # pid 1 exists
     alive.write_bytes(b"partial")
     other = tmp_path / ".other.zip.singa-tmp.x.999999999.abc"
     other.write_bytes(b"")
