@@ -101,6 +101,7 @@ class TrainConfig:
     workers: int = 0
     init: str | None = None
     freeze: tuple = ()
+    lora: str | None = None  # singa.cli.lora
     extra: dict = field(default_factory=dict)
 
     # ----- derived values -----------------------------------------------------------------

@@ -29,6 +29,7 @@ from singa import __version__, data, zoo
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
 from singa.cli.generate import generate as generate_command
+from singa.cli.lora import export_options, lora_options
 from singa.cli.predict import predict as predict_command
 from singa.cli.user_options import DataType, ModelType, user_options
 
@@ -259,6 +260,7 @@ def _data_dir_type() -> click.Path:
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @user_options
+@lora_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
     """Train MODEL (default: cnn; a zoo name, path/to/file.py:Name or package.module:Name)
@@ -423,32 +425,38 @@ def evaluate(
 
 @cli.command("export", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--onnx", "onnx_path", type=click.Path(dir_okay=False), required=True, help="The ONNX file to write."
-)
+@click.option("--onnx", "onnx_path", type=click.Path(dir_okay=False), help="The ONNX file to write.")
 @_common_checkpoint_options
 @click.option("--opset", type=click.IntRange(min=1), help="ONNX opset (default: the exporter's).")
+@export_options
 def export(
     checkpoint_path: str,
-    onnx_path: str,
+    onnx_path: str | None,
     model_name: str | None,
     data: str | None,
     device: str,
     verbose: bool,
     debug: bool,
     opset: int | None,
+    **lora: Any,
 ) -> None:
     """Export the model saved in CHECKPOINT to an ONNX file (dynamic batch size; inputs
-    normalised as in training: see the log of the training run)."""
+    normalised as in training: see the log of the training run); for a --lora run,
+    --merge merges the adapters first (a plain model), --adapters writes them alone."""
     from singa.cli.tools import export_checkpoint
 
+    if onnx_path is None and not (lora["adapters_path"] or lora["merged_path"]):
+        raise click.UsageError(
+            "give --onnx PATH (or, for a --lora checkpoint, --adapters or --merge --merged)"
+        )
     t0 = time.perf_counter()
     with reported(debug, verbose):
-        res = export_checkpoint(checkpoint_path, onnx_path, model_name, data, device, opset)
-    click.echo(
-        f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
-        f"({time.perf_counter() - t0:.1f}s)"
-    )
+        res = export_checkpoint(checkpoint_path, onnx_path, model_name, data, device, opset, lora)
+    if onnx_path is not None:
+        click.echo(
+            f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
+            f"({time.perf_counter() - t0:.1f}s)"
+        )
 
 
 cli.add_command(predict_command)

@@ -39,6 +39,7 @@ RESUMED_USER_SETTINGS = (
     "task",
     "skip_bad",
     "freeze",
+    "lora",
 )
 
 
@@ -237,9 +238,11 @@ def report_skipped(ds: Any, warn: Any) -> None:
 
 
 def fine_tune(model: Any, cfg: Any, out: Any, resuming: bool) -> None:
-    """Apply ``--init`` (not when resuming: the checkpoint's values win) and ``--freeze``."""
+    """Apply ``--init`` (not when resuming: the checkpoint's values win), ``--freeze``
+    and ``--lora`` (:mod:`singa.cli.lora`; the model is changed in place)."""
     from singa.cli.init_weights import load_matching
 
+    report = None
     if cfg.init and not resuming:
         try:
             report = load_matching(model, cfg.init)
@@ -255,3 +258,7 @@ def fine_tune(model: Any, cfg: Any, out: Any, resuming: bool) -> None:
             raise click.BadParameter(str(e), param_hint="'--freeze'") from e
         total = len(model.get_params())
         out.info(f"  frozen: {len(names)} of {total} parameter tensors ({', '.join(cfg.freeze)})")
+    if getattr(cfg, "lora", None):
+        from singa.cli.lora import apply_lora
+
+        apply_lora(model, cfg, out, [s.split(" ")[0] for s in report.left] if report else None)
