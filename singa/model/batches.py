@@ -63,7 +63,11 @@ class ArrayBatches:
         self.single = not isinstance(x, tuple | list)
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
-        self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        self.seed = (
+            int(seed)
+            if seed is not None
+            else int(np.random.SeedSequence().generate_state(2, np.uint32).view(np.uint64)[0] % (2**63))
+        )
         self.epoch = 0
         self.skip = 0
 

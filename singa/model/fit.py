@@ -94,7 +94,7 @@ class EvalPass:
         model.eval()
         loss_m = _metrics.Metric()
         mets: list[_metrics.Metric] | None = None
-        fn = None
+        fn: LossFn = _metrics.softmax_cross_entropy  # replaced on the first batch
         try:
             for batch in itertools.islice(iter(data), steps):
                 if stop is not None and stop():
