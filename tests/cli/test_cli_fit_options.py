@@ -79,5 +79,10 @@ def test_time_budget(run):
     r = run(*TINY, "--epochs", "2", "--time-budget", "10m")
     assert r.exit_code == 0, r.output + r.stderr
     assert "done: 64 steps, 2 epochs" in r.stdout
+    r = run(*TINY, "--epochs", "2", "--time-budget", "0.001", "--checkpoint", "ck.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "epoch 1/2 (stopped at step 1)" in r.stdout  # the first step (tracing) outlasts 1 ms
+    assert "(stopped by --time-budget)" in r.stdout
+    assert run_state("ck.zip")["state"]["step"] == 1
     r = run(*TINY, "--time-budget", "soon")
     assert r.exit_code == 2 and "not a duration" in r.stderr
