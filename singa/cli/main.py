@@ -28,6 +28,9 @@ import click
 from singa import __version__, data, zoo
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from singa.cli.fit_options import check_fit_options, fit_options
+from singa.cli.generate import generate as generate_command
+from singa.cli.lora import export_options, lora_options
 from singa.cli.predict import predict as predict_command
 from singa.cli.user_options import DataType, ModelType, user_options
 
@@ -62,7 +65,8 @@ class _TrainCommand(click.Command):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         prog = ctx.command_path
         formatter.write(
-            f"Usage: {prog} [MODEL] [OPTIONS]\n       {prog} evaluate|export|predict CHECKPOINT [OPTIONS]\n"
+            f"Usage: {prog} [MODEL] [OPTIONS]\n"
+            f"       {prog} evaluate|export|predict|generate CHECKPOINT [OPTIONS]\n"
         )
 
 
@@ -91,6 +95,7 @@ def _list_and_exit(ctx: click.Context, param: click.Parameter, value: bool) -> N
         click.echo(f"  {name:<19} {info.num_classes} classes, {shape}; {where}")
     click.echo("your own: MODEL as path/to/file.py:Name or package.module:Name (--model-arg k=v);")
     click.echo("  --data imagefolder:DIR (or DIR), npz:FILE, csv:FILE (see README, 'Your own data')")
+    click.echo("text (gpt): --data text:FILE, or tinyshakespeare (bundled, public domain; the default)")
     ctx.exit(0)
 
 
@@ -256,12 +261,20 @@ def _data_dir_type() -> click.Path:
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @user_options
+@fit_options
+@lora_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
     """Train MODEL (default: cnn; a zoo name, path/to/file.py:Name or package.module:Name)
     on a dataset, printing a progress bar, a line per epoch (train loss and accuracy,
     validation loss and accuracy, time, samples/s) and a summary."""
     cfg, explicit = _merge_settings(ctx, config_file, opts)
+    from singa.cli import lm
+
+    with reported(cfg.debug, cfg.verbose):
+        if lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
+            lm.train_lm(cfg, explicit)
+            return
     from singa.cli import parallel as dist
     from singa.cli.trainer import Trainer
 
@@ -353,6 +366,7 @@ def _check_exclusive(ctx: click.Context, cfg: TrainConfig) -> None:
         raise click.UsageError("-q/--quiet and -v/--verbose exclude each other", ctx=ctx)
     if cfg.plot and cfg.no_plot:
         raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
+    check_fit_options(ctx, cfg)
 
 
 # ----- evaluate and export ---------------------------------------------------------------------------
@@ -414,35 +428,42 @@ def evaluate(
 
 @cli.command("export", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint_path", metavar="CHECKPOINT", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--onnx", "onnx_path", type=click.Path(dir_okay=False), required=True, help="The ONNX file to write."
-)
+@click.option("--onnx", "onnx_path", type=click.Path(dir_okay=False), help="The ONNX file to write.")
 @_common_checkpoint_options
 @click.option("--opset", type=click.IntRange(min=1), help="ONNX opset (default: the exporter's).")
+@export_options
 def export(
     checkpoint_path: str,
-    onnx_path: str,
+    onnx_path: str | None,
     model_name: str | None,
     data: str | None,
     device: str,
     verbose: bool,
     debug: bool,
     opset: int | None,
+    **lora: Any,
 ) -> None:
     """Export the model saved in CHECKPOINT to an ONNX file (dynamic batch size; inputs
-    normalised as in training: see the log of the training run)."""
+    normalised as in training: see the log of the training run); for a --lora run,
+    --merge merges the adapters first (a plain model), --adapters writes them alone."""
     from singa.cli.tools import export_checkpoint
 
+    if onnx_path is None and not (lora["adapters_path"] or lora["merged_path"]):
+        raise click.UsageError(
+            "give --onnx PATH (or, for a --lora checkpoint, --adapters or --merge --merged)"
+        )
     t0 = time.perf_counter()
     with reported(debug, verbose):
-        res = export_checkpoint(checkpoint_path, onnx_path, model_name, data, device, opset)
-    click.echo(
-        f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
-        f"({time.perf_counter() - t0:.1f}s)"
-    )
+        res = export_checkpoint(checkpoint_path, onnx_path, model_name, data, device, opset, lora)
+    if onnx_path is not None:
+        click.echo(
+            f"exported {res['model']} ({res['input']} input) from {checkpoint_path} to {onnx_path} "
+            f"({time.perf_counter() - t0:.1f}s)"
+        )
 
 
 cli.add_command(predict_command)
+cli.add_command(generate_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import click
 import numpy as np
 
 from singa import data as sdata
@@ -22,6 +23,7 @@ from singa.cli.common import (
     read_run_state,
 )
 from singa.cli.errors import CliError
+from singa.cli.lora import export_lora, restore_lora
 from singa.cli.user_options import stored_data_options
 
 __all__ = ["evaluate_checkpoint", "export_checkpoint", "load_checkpoint_model"]
@@ -82,6 +84,7 @@ def load_checkpoint_model(path: str, model_name: str | None, data_name: str | No
         )
     except ValueError as e:
         raise CliError(f"{name} does not fit {info.name}: {e}") from e
+    model = restore_lora(model, cfg)  # a --lora run's states include its adapters
     try:
         model.load_states(path)
     except CheckpointError as e:
@@ -139,15 +142,26 @@ def evaluate_checkpoint(
 
 
 def export_checkpoint(
-    path: str, onnx_path: str, model_name: str | None, data_name: str | None, device: str, opset: int | None
+    path: str,
+    onnx_path: str | None,
+    model_name: str | None,
+    data_name: str | None,
+    device: str,
+    opset: int | None,
+    lora: dict | None = None,
 ) -> dict:
-    """Write a checkpoint's model to an ONNX file."""
-    onnx_path = check_writable(onnx_path, "ONNX file")
+    """Write a checkpoint's model to an ONNX file (``lora``: the options of
+    :func:`singa.cli.lora.export_lora`, e.g. ``merge``)."""
+    onnx_path = check_writable(onnx_path, "ONNX file") if onnx_path is not None else None
     dev = make_device(device)
-    model, _run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
+    model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
+    model = export_lora(model, run, path, lora or {}, click.echo)
+    result = {"model": name, "onnx": onnx_path, "input": "Nx" + "x".join(map(str, info.sample_shape))}
+    if onnx_path is None:
+        return result
     x = placeholder(1, info, dev)
     try:
         sonnx.export_model(model, onnx_path, [x], opset=opset)
     except OSError as e:
         raise CliError(f"cannot write the ONNX file {onnx_path}: {e.strerror or e}") from e
-    return {"model": name, "onnx": onnx_path, "input": "Nx" + "x".join(map(str, info.sample_shape))}
+    return result

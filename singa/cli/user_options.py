@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from singa import data
+from singa.cli import lm
 from singa.cli.errors import CliError
 from singa.cli.model_spec import ModelSpecError, canonical_spec
 
@@ -38,6 +39,7 @@ RESUMED_USER_SETTINGS = (
     "task",
     "skip_bad",
     "freeze",
+    "lora",
 )
 
 
@@ -62,6 +64,12 @@ class DataType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         text = str(value)
+        try:
+            as_text = lm.text_spec(text)  # text:FILE or the bundled text (gpt)
+        except CliError as e:
+            self.fail(str(e), param, ctx)
+        if as_text is not None:
+            return as_text
         if text.strip().lower() in data.available_datasets():
             return text.strip().lower()
         parsed = data.parse_data_spec(text)
@@ -230,9 +238,11 @@ def report_skipped(ds: Any, warn: Any) -> None:
 
 
 def fine_tune(model: Any, cfg: Any, out: Any, resuming: bool) -> None:
-    """Apply ``--init`` (not when resuming: the checkpoint's values win) and ``--freeze``."""
+    """Apply ``--init`` (not when resuming: the checkpoint's values win), ``--freeze``
+    and ``--lora`` (:mod:`singa.cli.lora`; the model is changed in place)."""
     from singa.cli.init_weights import load_matching
 
+    report = None
     if cfg.init and not resuming:
         try:
             report = load_matching(model, cfg.init)
@@ -248,3 +258,7 @@ def fine_tune(model: Any, cfg: Any, out: Any, resuming: bool) -> None:
             raise click.BadParameter(str(e), param_hint="'--freeze'") from e
         total = len(model.get_params())
         out.info(f"  frozen: {len(names)} of {total} parameter tensors ({', '.join(cfg.freeze)})")
+    if getattr(cfg, "lora", None):
+        from singa.cli.lora import apply_lora
+
+        apply_lora(model, cfg, out, [s.split(" ")[0] for s in report.left] if report else None)

@@ -19,6 +19,7 @@ __all__ = [
     "as_batches",
     "epoch_batches",
     "host",
+    "is_arrays",
     "model_device",
     "num_batches",
     "split_batch",
@@ -95,7 +96,8 @@ class ArrayBatches:
         self.seed, self.epoch, self.skip = int(state["seed"]), int(state["epoch"]), int(state.get("batch", 0))
 
 
-def _is_arrays(x: Any) -> bool:
+def is_arrays(x: Any) -> bool:
+    """Whether ``x`` is a numpy array or a non-empty tuple/list of them."""
     return isinstance(x, np.ndarray) or (
         isinstance(x, tuple | list) and all(isinstance(a, np.ndarray) for a in x) and len(x) > 0
     )
@@ -104,7 +106,7 @@ def _is_arrays(x: Any) -> bool:
 def as_batches(x: Any, y: Any, batch_size: int, shuffle: bool, seed: int | None) -> Any:
     """Arrays become :class:`ArrayBatches`; anything else must be an iterable of
     batches (``y`` must then be None)."""
-    if _is_arrays(x):
+    if is_arrays(x):
         return ArrayBatches(x, y, batch_size, shuffle, seed)
     if y is not None:
         raise ValueError("fit: y is given only with array x (a DataLoader or iterable yields (x, y) batches)")
@@ -121,7 +123,7 @@ def split_validation(x: Any, y: Any, fraction: float) -> tuple[Any, Any, Any, An
     shuffling) for validation; returns (x_train, y_train, x_val, y_val)."""
     if not 0 < fraction < 1:
         raise ValueError(f"fit: validation_split must be in [0, 1), got {fraction!r}")
-    if not _is_arrays(x) or y is None:
+    if not is_arrays(x) or y is None:
         raise ValueError("fit: validation_split needs numpy arrays x and y")
     xs = list(x) if isinstance(x, tuple | list) else [x]
     n = len(xs[0])

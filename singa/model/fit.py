@@ -31,6 +31,7 @@ from singa.model.batches import (
     as_batches,
     epoch_batches,
     host,
+    is_arrays,
     model_device,
     num_batches,
     split_batch,
@@ -133,7 +134,9 @@ class FitLoop:
     done in all), ``initial_sums`` (the running sums of the epoch in progress:
     ``{"loss": [total, count], <metric>: [...]}``), ``reduce_sums`` (a function adding
     a list of floats over data-parallel ranks) and ``val_stop`` (a function that, when
-    True, ends a validation pass early with :class:`EvalStopped`).
+    True, ends a validation pass early with :class:`EvalStopped`) and ``evaluator`` (a
+    function returning the validation logs, ``{"loss": ..., <metric>: ...}``, in place
+    of fit's own pass over ``validation_data``).
     """
 
     def __init__(
@@ -176,7 +179,7 @@ class FitLoop:
         self.history = History()
         extra: list[Callback] = [TimeBudget(time_budget)] if time_budget is not None else []
         bar = [ProgressBar(epoch_lines=True)] if verbose == 1 else []
-        lines = [ProgressBar(epoch_lines=True, force=False)] if verbose >= 2 else []
+        lines = [ProgressBar(epoch_lines=True, bar=False)] if verbose >= 2 else []
         self.callbacks = CallbackList([*bar, *lines, *extra, *callbacks, self.history])
         self.accumulate = accumulate
         self.initial_batch = 0
@@ -184,6 +187,7 @@ class FitLoop:
         self.initial_sums: dict | None = None
         self.reduce_sums: Any = _rank_sums(model.optimizer)
         self.val_stop: Callable[[], bool] | None = None
+        self.evaluator: Callable[[], dict] | None = None
         self.step = 0
         self.device: Any = None
         self.train_metrics: list[_metrics.Metric] | None = None
@@ -261,8 +265,11 @@ class FitLoop:
         if self.validation_data is None:
             return {}
         self.callbacks.on_test_begin()
-        ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
-        res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
+        if self.evaluator is not None:
+            res = self.evaluator()
+        else:
+            ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
+            res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
         self.callbacks.on_test_end(res)
         return {f"val_{k}": v for k, v in res.items()}
 
@@ -402,15 +409,12 @@ def fit(
 
 
 def _val_batches(validation_data: Any, batch_size: int) -> Any:
+    """``(x_val, y_val)`` arrays as batches; a loader or iterable of batches as it is."""
     if validation_data is None:
         return None
-    if (
-        isinstance(validation_data, tuple)
-        and len(validation_data) == 2
-        and not hasattr(validation_data[0], "__next__")
-    ):
+    if isinstance(validation_data, tuple) and len(validation_data) == 2:
         vx, vy = validation_data
-        if isinstance(vy, np.ndarray):
+        if is_arrays(vx) and vy is not None:
             return as_batches(vx, vy, batch_size, False, 0)
     return as_batches(validation_data, None, batch_size, False, 0)
 

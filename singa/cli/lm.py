@@ -1,0 +1,193 @@
+"""``singa-train gpt``: training the zoo's language model on text.
+
+A run trains ``gpt`` when MODEL is ``gpt`` or ``--data`` is ``text:FILE`` (or
+``tinyshakespeare``, the bundled public-domain text and the default for ``gpt``). The
+text's character vocabulary is built from the file and stored in the checkpoint (as
+JSON, with the model's sizes), the first ``1 - --val-split`` of the text trains and
+the rest validates (split by position). An "epoch" is ``len(train) // (batch *
+context)`` steps of random windows (seeded by ``--seed`` and the epoch); validation
+is the mean loss over consecutive windows (``--val-steps`` batches, default 8).
+
+Options used: --batch-size, --epochs, --max-steps, --val-steps, --optimizer (AdamW
+unless given), --lr, --weight-decay, --seed, --graph, --precision, --device,
+--checkpoint, --log, --model-arg (num_layers, num_heads, width, context, dropout),
+--val-split, -q. Not used here: image options, --resume (a text run starts afresh).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from singa import device, opt, zoo
+from singa.cli.errors import CliError
+from singa.cli.model_spec import parse_model_args
+from singa.data import text
+from singa.tensor import Tensor
+
+__all__ = ["LM_KEY", "BUNDLED", "text_spec", "is_lm_run", "train_lm", "load_lm"]
+
+#: the checkpoint's auxiliary entry of a text run (vocabulary, model sizes, progress)
+LM_KEY = "singa_lm"
+#: the name of the bundled text
+BUNDLED = "tinyshakespeare"
+_MODEL_ARGS = ("num_layers", "num_heads", "width", "context", "dropout")
+
+
+def text_spec(value: str) -> str | None:
+    """The canonical form of a text ``--data`` value (``tinyshakespeare`` or
+    ``text:/abs/path``), None when it is not one; CliError for a missing file."""
+    v = str(value).strip()
+    if v.lower() == BUNDLED:
+        return BUNDLED
+    if not v.lower().startswith("text:"):
+        return None
+    path = v[5:]
+    if not os.path.isfile(path):
+        raise CliError(f"{v!r}: no such text file {path}")
+    return f"text:{os.path.abspath(path)}"
+
+
+def is_lm_run(cfg: Any, explicit: set) -> bool:
+    """Whether this run trains the language model (CliError for a text/image mismatch)."""
+    is_text = text_spec(cfg.data) is not None if isinstance(cfg.data, str) else False
+    gpt = str(cfg.model).lower() == "gpt"
+    if is_text and not gpt and "model" in explicit:
+        raise CliError(f"text data trains the gpt model, not {cfg.model!r}")
+    if gpt and not is_text and "data" in explicit:
+        raise CliError(f"gpt trains on text (--data text:FILE or {BUNDLED}), not {cfg.data!r}")
+    return gpt or is_text
+
+
+def _model_kwargs(model_args: Any) -> dict:
+    kw = parse_model_args(list(model_args or ()))
+    unknown = sorted(set(kw) - set(_MODEL_ARGS))
+    if unknown:
+        raise CliError(f"gpt: unknown --model-arg {', '.join(unknown)} (known: {', '.join(_MODEL_ARGS)})")
+    return kw
+
+
+def _optimizer(cfg: Any, explicit: set) -> opt.Optimizer:
+    name = cfg.optimizer if "optimizer" in explicit else "adamw"
+    lr = cfg.lr if cfg.lr is not None else 1e-3
+    if name == "sgd":
+        return opt.SGD(lr, momentum=cfg.momentum if cfg.momentum is not None else 0.9)
+    if name == "adam":
+        return opt.Adam(lr, weight_decay=cfg.weight_decay or 0.0)
+    if name == "adamw":
+        return opt.AdamW(lr, weight_decay=0.01 if cfg.weight_decay is None else cfg.weight_decay)
+    raise CliError(f"gpt: optimizer {name!r} is not offered for text runs (sgd, adam, adamw)")
+
+
+def _tensor(a: np.ndarray, dev: Any) -> Tensor:
+    return Tensor(data=a, device=dev, dtype=np.int64, requires_grad=False)
+
+
+def validate(model: Any, tokens: np.ndarray, batch: int, context: int, batches: int, dev: Any) -> float:
+    """Mean cross-entropy over the first ``batches`` consecutive windows of ``tokens``."""
+    was = model.training
+    model.eval()
+    try:
+        losses = [
+            float(model.loss(model(_tensor(x, dev)), _tensor(y, dev)).to_numpy().reshape(-1)[0])
+            for x, y in text.eval_windows(tokens, batch, context, batches)
+        ]
+    finally:
+        model.train(was)
+    return float(np.mean(losses))
+
+
+def _say(cfg: Any, msg: str) -> None:
+    if not cfg.quiet:
+        print(msg, flush=True)
+
+
+def _save(model: Any, cfg: Any, meta: dict) -> None:
+    if not cfg.checkpoint:
+        return
+    try:
+        model.save_states(cfg.checkpoint, aux_states={LM_KEY: meta})
+    except OSError as e:
+        raise CliError(f"cannot write the checkpoint {cfg.checkpoint}: {e.strerror or e}") from e
+
+
+def _setup(cfg: Any, explicit: set) -> tuple:
+    spec = text_spec(cfg.data) if "data" in explicit or text_spec(cfg.data) else BUNDLED
+    data = text.load_text(None if spec == BUNDLED else spec[5:], val_fraction=cfg.val_split or 0.1)
+    kw = _model_kwargs(cfg.model_args)
+    dev = device.create_cuda_gpu() if cfg.device == "gpu" else device.get_default_device()
+    dev.set_rand_seed(cfg.seed)
+    model = zoo.create("gpt", num_classes=len(data.vocab), **kw)
+    model.set_optimizer(_optimizer(cfg, explicit))
+    return spec, data, kw, dev, model
+
+
+def train_lm(cfg: Any, explicit: set) -> dict:
+    """Train gpt on the text of ``cfg``; returns the summary (also printed)."""
+    spec, data, kw, dev, model = _setup(cfg, explicit)
+    ctx, b = model.context, cfg.batch_size
+    if len(data.val) < ctx + 1:
+        raise CliError(
+            f"the validation text ({len(data.val)} characters) is shorter than the context {ctx} + 1"
+        )
+    per_epoch = max(1, len(data.train) // (b * ctx))
+    total = per_epoch * cfg.epochs if cfg.max_steps is None else cfg.max_steps
+    vbatches = cfg.val_steps or 8
+    tx, ty = _tensor(np.zeros((b, ctx), np.int64), dev), _tensor(np.zeros((b, ctx), np.int64), dev)
+    model.compile([tx], is_train=True, use_graph=cfg.graph, precision=cfg.precision)
+    _say(cfg, f"gpt on {data.source}: {len(data.vocab)} characters, {len(data.train)} train / "
+         f"{len(data.val)} val tokens, {total} steps of {b}x{ctx}")  # fmt: skip
+    meta = {"vocab": data.vocab.to_json(), "model": kw | {"num_classes": len(data.vocab)}, "data": spec}
+    log = open(cfg.log, "a") if cfg.log else None  # noqa: SIM115 (closed below)
+    step, t0, losses, val = 0, time.perf_counter(), [], float("nan")
+    try:
+        epoch = 0
+        while step < total:
+            n = min(per_epoch, total - step)
+            for x, y in text.random_windows(data.train, b, ctx, n, seed=cfg.seed * 100003 + epoch):
+                tx.copy_from_numpy(x)
+                ty.copy_from_numpy(y)
+                loss = float(model(tx, ty)[1].to_numpy().reshape(-1)[0])
+                if not math.isfinite(loss):
+                    raise CliError(f"the loss is {loss} at step {step + 1}; try a smaller --lr")
+                losses.append(loss)
+                step += 1
+            val = validate(model, data.val, b, ctx, vbatches, dev)
+            epoch += 1
+            row = {"epoch": epoch, "step": step, "train_loss": float(np.mean(losses[-n:])), "val_loss": val,
+                   "time_s": time.perf_counter() - t0}  # fmt: skip
+            _say(cfg, f"epoch {epoch}: step {step}, train loss {row['train_loss']:.4f}, val loss {val:.4f}")
+            if log:
+                log.write(json.dumps(row) + "\n")
+            _save(model, cfg, meta | {"step": step, "val_loss": val})
+    finally:
+        if log:
+            log.close()
+    summary = {"steps": step, "val_loss": val, "seconds": time.perf_counter() - t0}
+    _say(cfg, f"done: {step} steps, val loss {val:.4f}, {summary['seconds']:.1f}s")
+    return summary
+
+
+def load_lm(path: str, dev: Any = None) -> tuple:
+    """The gpt model and vocabulary of a text run's checkpoint (CliError when it is not one)."""
+    from singa import checkpoint
+
+    try:
+        meta = checkpoint.read(path).aux_values.get(LM_KEY)
+    except Exception as e:
+        raise CliError(f"cannot read the checkpoint {path}: {e}") from e
+    if not isinstance(meta, dict) or not isinstance(meta.get("model"), dict):
+        raise CliError(f"{path} is not a checkpoint of a text run (singa-train gpt): it has no vocabulary")
+    try:
+        vocab = text.CharVocab.from_json(meta["vocab"])
+        model = zoo.create("gpt", **meta["model"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CliError(f"{path}: its text-run entry is damaged ({e})") from e
+    model.load_states(path)
+    model.eval()
+    return model, vocab, meta

@@ -1,0 +1,76 @@
+"""``singa-train gpt`` on text and ``singa-train generate``: the vocabulary travels in
+the checkpoint, training lowers the validation loss, generation is seeded and uses the
+checkpoint's characters only, and bad input is a one-line error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from singa.cli import lm
+
+SMALL = ["--model-arg", "context=16", "--model-arg", "width=16", "--model-arg", "num_layers=1",
+         "--model-arg", "num_heads=2", "--batch-size", "4"]  # fmt: skip
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    f = tmp_path / "verse.txt"
+    f.write_text("shall i compare thee to a summer's day? thou art more lovely. " * 30, encoding="utf-8")
+    return f
+
+
+def test_train_then_generate(run, tmp_path, text_file):
+    ck, log = tmp_path / "ck.zip", tmp_path / "log.jsonl"
+    r = run(
+        "gpt",
+        "--data",
+        f"text:{text_file}",
+        "--max-steps",
+        "40",
+        "--lr",
+        "3e-3",
+        "--checkpoint",
+        ck,
+        "--log",
+        log,
+        *SMALL,
+    )
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rows[-1]["step"] == 40 and rows[-1]["val_loss"] < rows[0]["val_loss"] < 4.0
+    model, vocab, meta = lm.load_lm(str(ck))
+    assert vocab.chars == "".join(sorted(set(text_file.read_text())))
+    assert meta["model"]["context"] == 16 and model.context == 16
+    g1 = run("generate", ck, "--prompt", "shall", "--max-tokens", "20", "--seed", "3", "--top-k", "5")
+    g2 = run("generate", ck, "--prompt", "shall", "--max-tokens", "20", "--seed", "3", "--top-k", "5")
+    assert g1.exit_code == 0, g1.stderr
+    out = g1.stdout.rstrip("\n")
+    assert out == g2.stdout.rstrip("\n") and out.startswith("shall") and len(out) == 25
+    assert set(out) <= set(vocab.chars)
+    plain = run("generate", ck, "--prompt", "shall", "--max-tokens", "8", "--temperature", "0", "--no-cache")
+    cached = run("generate", ck, "--prompt", "shall", "--max-tokens", "8", "--temperature", "0")
+    assert plain.stdout == cached.stdout
+
+
+def test_errors(run, tmp_path, text_file):
+    r = run("gpt", "--data", "text:/no/such.txt")
+    assert r.exit_code == 2 and "no such text file" in r.stderr
+    r = run("cnn", "--data", f"text:{text_file}")
+    assert r.exit_code == 1 and "trains the gpt model" in r.stderr
+    r = run("gpt", "--data", f"text:{text_file}", "--model-arg", "depth=3")
+    assert r.exit_code == 1 and "unknown --model-arg depth" in r.stderr
+    ck = tmp_path / "ck.zip"
+    assert (
+        run("gpt", "--data", f"text:{text_file}", "--max-steps", "1", "--checkpoint", ck, *SMALL).exit_code
+        == 0
+    )
+    r = run("generate", ck, "--prompt", "QZ")
+    assert r.exit_code == 1 and "not in the vocabulary" in r.stderr
+
+
+def test_gpt_defaults_to_the_bundled_text(run):
+    r = run("gpt", "--max-steps", "1", "--val-steps", "1", *SMALL)
+    assert r.exit_code == 0, r.stderr
+    assert "tinyshakespeare (bundled): 65 characters" in r.stdout
