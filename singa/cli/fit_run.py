@@ -122,7 +122,10 @@ class CliRun(callbacks.Callback):
     def _sync_sums(self, reduce: bool) -> None:
         """Copy the loop's running sums into the state (added over the ranks first when
         ``reduce``: the loop has not done it yet)."""
-        sums = self.loop.sums()
+        loop = self.loop
+        if loop is None:  # pragma: no cover - build_loop sets it
+            return
+        sums = loop.sums()
         st = self.state
         st.loss_sum, st.seen = sums["loss"][0], int(sums["loss"][1])
         st.correct = int(round(sums.get("accuracy", [0, 0])[0]))

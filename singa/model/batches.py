@@ -19,6 +19,7 @@ __all__ = [
     "as_batches",
     "epoch_batches",
     "host",
+    "peek",
     "is_arrays",
     "model_device",
     "num_batches",
@@ -63,7 +64,11 @@ class ArrayBatches:
         self.single = not isinstance(x, tuple | list)
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
-        self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        self.seed = (
+            int(seed)
+            if seed is not None
+            else int(np.random.SeedSequence().generate_state(2, np.uint32).view(np.uint64)[0] % (2**63))
+        )
         self.epoch = 0
         self.skip = 0
 
@@ -189,7 +194,17 @@ def model_device(model: Any) -> Any:
 
 
 def host(a: Any) -> np.ndarray:
-    """A numpy array of a Tensor's or array's values."""
+    """A numpy array of a Tensor's or array's values (a copy of a Tensor's)."""
     if isinstance(a, tensor.Tensor):
         return a.to_numpy()
-    return np.asarray(a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a)
+    if isinstance(a, np.ndarray):
+        return a
+    return np.asarray(a.get() if hasattr(a, "get") else a)
+
+
+def peek(a: Any) -> np.ndarray:
+    """Like :func:`host`, but a CPU Tensor's own array (no copy): for reading at once,
+    before the next step may reuse it."""
+    if isinstance(a, tensor.Tensor) and isinstance(a.data, np.ndarray):
+        return a.data
+    return host(a)

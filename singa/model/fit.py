@@ -34,6 +34,7 @@ from singa.model.batches import (
     is_arrays,
     model_device,
     num_batches,
+    peek,
     split_batch,
     split_validation,
     to_tensors,
@@ -47,7 +48,7 @@ LossFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _loss_value(loss: Any) -> float:
-    return float(np.asarray(host(loss), dtype=np.float64).reshape(-1)[0])
+    return float(peek(loss).reshape(-1)[0])
 
 
 def split_result(result: Any) -> tuple[Any, Any]:
@@ -94,13 +95,13 @@ class EvalPass:
         model.eval()
         loss_m = _metrics.Metric()
         mets: list[_metrics.Metric] | None = None
-        fn = None
+        fn: LossFn = _metrics.softmax_cross_entropy  # replaced on the first batch
         try:
             for batch in itertools.islice(iter(data), steps):
                 if stop is not None and stop():
                     raise EvalStopped("the validation pass was stopped")
                 xb, yb = split_batch(batch)
-                out = host(model(*to_tensors(xb, dev)))
+                out = peek(model(*to_tensors(xb, dev)))
                 y = host(yb)
                 if mets is None:
                     mets, fn = _metric_list(self.metric_names, y), _loss_fn(self.loss, y)
@@ -226,7 +227,7 @@ class FitLoop:
             self._restore_sums()
         self.loss_metric.update(loss, n)
         if out is not None and yb is not None:
-            o, y = host(out), host(yb)
+            o, y = peek(out), yb
             for m in self.train_metrics:
                 m.update(o, y)
         return {"loss": self.loss_metric.result(), **{m.name: m.result() for m in self.train_metrics}}
@@ -249,9 +250,10 @@ class FitLoop:
         last = None if self.steps is None else self.steps - 1
         for i, batch in enumerate(epoch_batches(self.data, epoch, skip, limit), start=skip):
             xb, yb = split_batch(batch)
+            yb = None if yb is None else host(yb)
             self.callbacks.on_train_batch_begin(i)
             out, loss = self.train_batch(xb, yb, last_of_epoch=i == last)
-            n = len(host(yb)) if yb is not None else len(xb[0] if isinstance(xb, tuple | list) else xb)
+            n = len(yb) if yb is not None else len(xb[0] if isinstance(xb, tuple | list) else xb)
             seen += n
             self.step += 1
             logs = self._update_metrics(out, yb, loss, n)
