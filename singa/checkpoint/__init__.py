@@ -51,7 +51,7 @@ from singa.checkpoint.errors import CheckpointError, CheckpointWarning
 from singa.checkpoint.info import ArrayInfo, CheckpointInfo, describe
 from singa.checkpoint.layout import FORMAT_VERSION
 from singa.checkpoint.loading import AuxStates, LoadReport
-from singa.checkpoint.manager import CheckpointManager, Restored
+from singa.checkpoint.manager import CheckpointManager, Restored, newest_valid
 from singa.checkpoint.reader import read_checkpoint
 from singa.checkpoint.weights import load_weights, save_weights
 from singa.tensor import Tensor
@@ -74,6 +74,7 @@ __all__ = [
     "read_arrays",
     "CheckpointManager",
     "Restored",
+    "newest_valid",
     "save_weights",
     "load_weights",
 ]

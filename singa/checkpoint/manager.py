@@ -47,7 +47,7 @@ from singa.checkpoint.index import (
 )
 from singa.checkpoint.reader import read_checkpoint
 
-__all__ = ["CheckpointManager", "Restored"]
+__all__ = ["CheckpointManager", "Restored", "newest_valid", "scan"]
 
 _TMP_TAG = ".singa-tmp."
 
@@ -81,6 +81,62 @@ def _check_metrics(metrics: Mapping | None) -> dict:
                 raise TypeError(f"CheckpointManager.save: metric {k!r} is not a number: {v!r}") from None
         out[k] = float(v)
     return out
+
+
+def scan(directory: str, problems: list[str] | None = None) -> list[Record]:
+    """The checkpoints of a manager's folder, oldest first, without changing it: the
+    index's (files that exist), plus complete files the index does not list (a save
+    killed before its index was written). A damaged index or file is noted in
+    ``problems``."""
+    problems = problems if problems is not None else []
+    try:
+        names = set(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    indexed = read_index(directory)
+    if indexed is None and INDEX_NAME in names:
+        problems.append(f"{os.path.join(directory, INDEX_NAME)} is damaged; rebuilt from the files")
+    records = {r.step: r for r in indexed or [] if r.file in names}
+    for name in sorted(names):
+        step = file_step(name)
+        if step is None or step in records:
+            continue
+        rec = _adopt(directory, name, step, problems)
+        if rec is not None:
+            records[step] = rec
+    return sorted(records.values(), key=lambda r: r.step)
+
+
+def _adopt(directory: str, name: str, step: int, problems: list[str]) -> Record | None:
+    path = os.path.join(directory, name)
+    try:
+        c = read_checkpoint(path, load=False)
+    except (CheckpointError, OSError) as e:
+        problems.append(f"{path} is not readable and was ignored: {str(e).splitlines()[0]}")
+        return None
+    info = c.aux_values.get(MANAGER_KEY)
+    metrics = info.get("metrics", {}) if isinstance(info, dict) else {}
+    return Record(step, name, dict(metrics) if isinstance(metrics, dict) else {})
+
+
+def newest_valid(directory: str | os.PathLike) -> tuple[int, str, list[str]] | None:
+    """The newest checkpoint of a manager's folder that reads back whole (every array
+    checked against its SHA-256): ``(step, path, skipped)`` with one line per damaged
+    newer file skipped, or None when the folder holds none (nothing is changed).
+    Raises :class:`CheckpointError` when every checkpoint is damaged."""
+    directory = os.fspath(directory)
+    skipped: list[str] = []
+    for r in reversed(scan(directory)):
+        path = os.path.join(directory, r.file)
+        try:
+            read_checkpoint(path, load=True)
+        except (CheckpointError, OSError) as e:
+            skipped.append(f"{path}: {str(e).splitlines()[0]}")
+            continue
+        return r.step, path, skipped
+    if skipped:
+        raise CheckpointError(f"no readable checkpoint in {directory}:\n  " + "\n  ".join(skipped))
+    return None
 
 
 class CheckpointManager:
@@ -132,35 +188,9 @@ class CheckpointManager:
 
     # ----- reading the folder ------------------------------------------------------------------
     def _scan(self) -> list[Record]:
-        """The kept checkpoints: the index's (files that exist), plus complete files the
-        index does not list (a save killed before its index was written)."""
+        """Clean stray temporaries, then list the kept checkpoints (see :func:`scan`)."""
         self.clean()
-        names = set(os.listdir(self.directory))
-        indexed = read_index(self.directory)
-        if indexed is None and INDEX_NAME in names:
-            self.problems.append(
-                f"{os.path.join(self.directory, INDEX_NAME)} is damaged; rebuilt from the files"
-            )
-        records = {r.step: r for r in indexed or [] if r.file in names}
-        for name in sorted(names):
-            step = file_step(name)
-            if step is None or step in records:
-                continue
-            rec = self._adopt(name, step)
-            if rec is not None:
-                records[step] = rec
-        return sorted(records.values(), key=lambda r: r.step)
-
-    def _adopt(self, name: str, step: int) -> Record | None:
-        path = os.path.join(self.directory, name)
-        try:
-            c = read_checkpoint(path, load=False)
-        except (CheckpointError, OSError) as e:
-            self.problems.append(f"{path} is not readable and was ignored: {str(e).splitlines()[0]}")
-            return None
-        info = c.aux_values.get(MANAGER_KEY)
-        metrics = info.get("metrics", {}) if isinstance(info, dict) else {}
-        return Record(step, name, dict(metrics) if isinstance(metrics, dict) else {})
+        return scan(self.directory, self.problems)
 
     def clean(self) -> list[str]:
         """Remove temporary files that killed saves left in the folder (those of live

@@ -220,7 +220,7 @@ def snapshot(
         entries = [
             ArrayEntry(e.key, e.state_type, np.array(e.array, copy=True), dict(e.extra)) for e in entries
         ]
-        aux_json, opt_json, rng = deepcopy(aux_json), deepcopy(opt_json), deepcopy(rng)
+        aux_json = deepcopy(aux_json)  # the caller's values; opt_json and rng are built fresh
     return Snapshot(entries, aux_json, opt_json, rng, dev_name)
 
 

@@ -143,3 +143,28 @@ def handler_fn(op_type: str, opset: int = 18, n_inputs: int = 1, **attrs):
         return out[0] if isinstance(out, list | tuple) else out
 
     return fn
+
+
+def param(a, name: str | None = None) -> tensor.Tensor:
+    """A parameter tensor (requires and stores its gradient) holding ``a``."""
+    a = np.asarray(a)
+    return tensor.Tensor(data=a, dtype=a.dtype, requires_grad=True, stores_grad=True, name=name)
+
+
+def roundtrip(fn, make: Callable[[int], Sequence[np.ndarray]], **kwargs) -> onnx.ModelProto:
+    """Export ``fn`` (checked by onnxruntime at batches 3 and 5), import it with
+    ``sonnx.prepare`` and run it at both batches against our own output."""
+    model = check_export(fn, make, **kwargs)
+    rep = sonnx.prepare(model)
+    for b in (3, 5):
+        arrays = make(b)
+        for want, got in zip(reference(fn, arrays), rep.run(arrays), strict=True):
+            got = np.asarray(got)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    return model
+
+
+def unit(b: int) -> list[np.ndarray]:
+    """One (b, 3, 4) float32 array in (-0.9, 0.9) (inside every inverse function's domain)."""
+    return [rand((b, 3, 4), low=-0.9, high=0.9)]

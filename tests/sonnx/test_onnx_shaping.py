@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from sonnx_helpers import check_export, op_types, rand
+from sonnx_helpers import check_export, op_types, param, rand
 
 from singa import autograd, sonnx, tensor
 
@@ -59,3 +59,42 @@ def test_bitcast_reinterprets_the_bytes():
     x = np.array([1.0, -2.5], np.float32)
     (got,) = run_node_model("BitCast", {"x": x}, opset=26, to=TensorProto.INT32)
     np.testing.assert_array_equal(got, x.view(np.int32))
+
+
+SHAPE = [
+    lambda x: autograd.reshape(x, (x.shape[0], -1)),
+    lambda x: autograd.reshape(x, (x.shape[0] * 3, 4)),
+    lambda x: autograd.flatten(x, 2),
+    lambda x: autograd.transpose(x),
+    lambda x: autograd.transpose(x, (0, 2, 1)),
+    lambda x: autograd.cat([x, autograd.neg(x)], 1),
+    lambda x: autograd.cat(list(autograd.split(x, 2, [1, 3])), 2),
+    lambda x: autograd.split(x, 1, 3)[-1],
+    lambda x: autograd.slice(x, [1, 0], [3, -1], [1, 2]),
+    lambda x: autograd.slice(x, [-1], [0], [2], [-2]),
+    lambda x: autograd.slice(x, [0], [x.shape[0]], [0]),
+    lambda x: autograd.squeeze(autograd.unsqueeze(x, [1, -1])),
+    lambda x: autograd.squeeze(autograd.unsqueeze(x, 1), 1),
+    lambda x: autograd.pad(x, "constant", [0, 1, 2, 0, 0, 1], 0.5),
+    lambda x: autograd.pad(x, "reflect", [0, 1, 2, 0, 1, 1]),
+    lambda x: autograd.pad(x, "edge", [0, 0, 1, 0, 2, 0]),
+    lambda x: autograd.expand(autograd.unsqueeze(x, 1), (x.shape[0], 2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("fn", SHAPE)
+def test_shape_operators(fn):
+    check_export(fn, lambda b: [rand((b, 3, 4))])
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_opset_dependent_shape_forms(opset):
+    def f(x):
+        y = autograd.squeeze(autograd.unsqueeze(x, 0), 0)
+        parts = autograd.split(y, 1, 3)
+        return autograd.layer_norm(autograd.cat(list(parts), 1), SCALE, None)
+
+    check_export(f, lambda b: [rand((b, 6))], opset=opset)
+
+
+SCALE = param(rand((6,), seed=7), "scale")
