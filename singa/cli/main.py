@@ -28,6 +28,7 @@ import click
 from singa import __version__, data, zoo
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
+from singa.cli.fit_options import check_fit_options, fit_options
 from singa.cli.generate import generate as generate_command
 from singa.cli.lora import export_options, lora_options
 from singa.cli.predict import predict as predict_command
@@ -260,6 +261,7 @@ def _data_dir_type() -> click.Path:
 )
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @user_options
+@fit_options
 @lora_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
@@ -364,6 +366,7 @@ def _check_exclusive(ctx: click.Context, cfg: TrainConfig) -> None:
         raise click.UsageError("-q/--quiet and -v/--verbose exclude each other", ctx=ctx)
     if cfg.plot and cfg.no_plot:
         raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
+    check_fit_options(ctx, cfg)
 
 
 # ----- evaluate and export ---------------------------------------------------------------------------

@@ -222,3 +222,15 @@ def test_time_budget_parses_durations():
         callbacks.parse_duration("ten minutes")
     with pytest.raises(ValueError, match="positive"):
         callbacks.parse_duration(0)
+
+
+def test_a_failed_checkpoint_save_keeps_the_previous_file(tmp_path):
+    x, y = classification(32)
+    path = tmp_path / "ck.zip"
+    made().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[callbacks.ModelCheckpoint(path)])
+    before = path.read_bytes()
+    bad = callbacks.ModelCheckpoint(path, aux_states={"note": object()})  # not storable
+    with pytest.raises(TypeError):
+        made().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[bad])
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["ck.zip"]  # no temporary file left behind
