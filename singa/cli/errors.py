@@ -33,7 +33,12 @@ class ConfigError(ValueError):
 
 
 class Interrupted(Exception):
-    """Training stopped on Ctrl-C (after saving what could be saved)."""
+    """Training stopped on Ctrl-C, SIGTERM or SIGUSR1 (after saving what could be
+    saved); ``exit_status`` is 130 after Ctrl-C, 143 after the others."""
+
+    def __init__(self, exit_status: int = EXIT_INTERRUPTED):
+        super().__init__(exit_status)
+        self.exit_status = exit_status
 
 
 def one_line(exc: BaseException) -> str:
