@@ -143,7 +143,7 @@ def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[
     for name, layer in layers.items():
         ts = own[name]
         shape = captured.get(id(layer))
-        trainable = [t.stores_grad for t in ts]
+        trainable = [t.stores_grad and t.requires_grad for t in ts]  # frozen: no requires_grad
         rows.append(
             {
                 "name": name,
@@ -161,7 +161,7 @@ def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[
             }
         )
     states = list(model.get_states().values())
-    params = [t for t in states if t.stores_grad]
+    params = [t for t in states if t.stores_grad and t.requires_grad]
     totals = {
         "params": sum(t.size() for t in states),
         "trainable": sum(t.size() for t in params),
