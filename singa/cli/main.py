@@ -12,7 +12,8 @@
     mpiexec -n 4 singa-train --checkpoint ck.zip  # the same, started by mpiexec
 
 Exit status: 0 on success, 1 for a failure (one line on stderr; ``--debug`` shows the
-traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
+traceback), 2 for a usage error, 130 after Ctrl-C and 143 after SIGTERM or SIGUSR1 (the
+checkpoint saved first).
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def _data_dir_type() -> click.Path:
     cls=_TrainCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Also: `singa-train evaluate CHECKPOINT` and `singa-train export CHECKPOINT --onnx PATH` "
-    "(see their --help). Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted.",
+    "(see their --help); `singa-train verify-resume [MODEL] [OPTIONS]` checks that a resume is exact. "
+    "Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted, 143 stopped by SIGTERM/SIGUSR1.",
 )
 @click.argument("model", required=False, type=_model_type(), metavar="MODEL")
 @click.option(
