@@ -7,7 +7,9 @@ Tensors, calls the model (its ``train_one_batch``) and reads the loss as a float
 callbacks' hooks, the epoch's float64 metrics, the validation-free epoch logs). The
 blocks alternate over ``--reps`` rounds with a ``--pause`` before each (the method of
 ``../shared/perf-notes.md``); the table gives the median and minimum time per step of
-each side and the overhead of fit over the hand loop from the medians.
+each side, the overhead of fit over the hand loop from the medians and from the minima,
+and from the median process CPU time per block (less disturbed by other jobs than wall
+time on a shared machine).
 
 Usage::
 
@@ -128,19 +130,30 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     print(f"# fit overhead: batch {args.batch}, {args.steps} steps per epoch, {args.reps} rounds")
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; {uptime()}")
-    print(
-        "| model | hand loop ms/step (median, min) | fit ms/step (median, min) | overhead (medians, minima) |"
-    )
-    print("|---|---|---|---|")
+    head = [
+        "model",
+        "hand loop ms/step (median, min)",
+        "fit ms/step (median, min)",
+        "overhead (median, min)",
+        "CPU",
+    ]
+    print("| " + " | ".join(head) + " |")
+    print("|---" * len(head) + "|")
     for name in args.models.split(","):
         sides, _ = epochs(name, args.batch, args.steps)
         t = run_blocks(sides, args.reps, 1, warmup=args.warmup, pause=args.pause)
         hand, fit = (t[k] for k in ("hand loop", "fit"))
         per = args.steps
         over, over_min = fit.median / hand.median - 1, fit.minimum / hand.minimum - 1
-        hand_ms = f"{ms(hand.median / per)}, {ms(hand.minimum / per)}"
-        fit_ms = f"{ms(fit.median / per)}, {ms(fit.minimum / per)}"
-        print(f"| {name} | {hand_ms} | {fit_ms} | {100 * over:+.1f}%, {100 * over_min:+.1f}% |")
+        cpu = fit.cpu_median / hand.cpu_median - 1
+        cells = [
+            name,
+            f"{ms(hand.median / per)}, {ms(hand.minimum / per)}",
+            f"{ms(fit.median / per)}, {ms(fit.minimum / per)}",
+            f"{100 * over:+.1f}%, {100 * over_min:+.1f}%",
+            f"{100 * cpu:+.1f}%",
+        ]
+        print("| " + " | ".join(cells) + " |")
     print(f"# after: {uptime()}")
     return 0
 

@@ -1,4 +1,4 @@
-"""bench/bench_gpt.py and bench/gpt_e2e.py run their smallest configurations and give
+"""bench/bench_gpt.py, bench/bench_vit.py and bench/gpt_e2e.py run their smallest configurations and give
 the rows they promise; the PyTorch twin (where PyTorch imports) computes our logits and
 trains to our losses. Nothing here reads a clock's value."""
 
@@ -14,6 +14,7 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 sys.path.insert(0, BENCH)
 
 import bench_gpt  # noqa: E402
+import bench_vit  # noqa: E402
 import gpt_e2e  # noqa: E402
 
 TINY = ["--batch", "2", "--context", "8", "--steps", "1", "--reps", "1", "--pause", "0"]
@@ -68,3 +69,24 @@ def test_torch_twin_equals_ours_and_trains_alike(tmp_path):
         ["--text", str(f), "--steps", "4", "--batch", "2", "--context", "8", "--eval-batches", "1"]
     )
     assert row["relative_difference"] < 1e-3
+
+
+def test_bench_vit_rows_without_torch():
+    out = bench_vit.main(
+        [
+            "--batch",
+            "2",
+            "--layers",
+            "1",
+            "--width",
+            "8",
+            "--steps",
+            "1",
+            "--reps",
+            "1",
+            "--pause",
+            "0",
+            "--no-torch",
+        ]
+    )
+    assert set(out["step_ms"]) == {"singa_vit", "singa_cnn"} and "ratio_singa_over_torch" not in out

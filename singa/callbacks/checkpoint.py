@@ -23,6 +23,10 @@ def _fields(path: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(path) if f}
 
 
+def _rank_value(saved: tuple[str, float | None]) -> float:
+    return math.inf if saved[1] is None else saved[1]  # with save_best_only every file has a value
+
+
 class ModelCheckpoint(Callback):
     """Save the model's states (and its optimizer's, the device's random state and the
     position of the run) during training.
@@ -155,7 +159,7 @@ class ModelCheckpoint(Callback):
         if self.keep is None or len(self.saved) <= self.keep:
             return
         if self.save_best_only:  # the newest is the best; drop the worst
-            order = sorted(self.saved, key=lambda pv: pv[1], reverse=self.watch.mode == "max")
+            order = sorted(self.saved, key=_rank_value, reverse=self.watch.mode == "max")
             drop = {p for p, _ in order[self.keep :]}
         else:
             drop = {p for p, _ in self.saved[: len(self.saved) - self.keep]}

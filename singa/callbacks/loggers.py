@@ -60,15 +60,18 @@ class CSVLogger(Callback):
         logs = logs or {}
         if self._file is None:
             self.on_train_begin()
+        f = self._file
+        if f is None:  # pragma: no cover - on_train_begin opened it
+            return
         if self.keys is None:
             self.keys = sorted(logs)
         if self._writer is None:
-            self._writer = csv.DictWriter(self._file, fieldnames=["epoch", *self.keys], delimiter=self.sep)
-            if not (self.append and self._file.tell() > 0):
+            self._writer = csv.DictWriter(f, fieldnames=["epoch", *self.keys], delimiter=self.sep)
+            if not (self.append and f.tell() > 0):
                 self._writer.writeheader()
         row = {"epoch": epoch, **{k: _csv_value(logs.get(k)) for k in self.keys}}
         self._writer.writerow(row)
-        self._file.flush()
+        f.flush()
 
     def on_train_end(self, logs: dict | None = None) -> None:
         """Close the file."""

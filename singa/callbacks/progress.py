@@ -39,13 +39,17 @@ class ProgressBar(Callback):
         stream: where the bar goes (default stderr).
         epoch_lines: print the epoch's logs after each epoch.
         force: draw the bar even when ``stream`` is not a terminal.
+        bar: False draws no bar at all (Keras's ``verbose=2``: the epoch lines only).
     """
 
-    def __init__(self, stream: TextIO | None = None, epoch_lines: bool = True, force: bool = False):
+    def __init__(
+        self, stream: TextIO | None = None, epoch_lines: bool = True, force: bool = False, bar: bool = True
+    ):
         super().__init__()
         self.stream = stream
         self.epoch_lines = epoch_lines
         self.force = force
+        self.show_bar = bar
         self.bar: Any = None
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -53,7 +57,7 @@ class ProgressBar(Callback):
         from tqdm import tqdm
 
         stream = self.stream if self.stream is not None else sys.stderr
-        show = self.force or (hasattr(stream, "isatty") and stream.isatty())
+        show = self.show_bar and (self.force or (hasattr(stream, "isatty") and stream.isatty()))
         epochs = self.params.get("epochs")
         self.bar = tqdm(
             total=self.params.get("steps"),

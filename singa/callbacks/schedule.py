@@ -50,7 +50,8 @@ def set_lr(model: Any, lr: float) -> None:
         now = float(opt.get_lr())
         if now == 0:
             raise ValueError("cannot rescale a schedule whose current rate is 0")
-        base, factor = (opt.lr.schedule, opt.lr.factor) if isinstance(opt.lr, Scaled) else (opt.lr, 1.0)
+        current: Any = opt.lr
+        base, factor = (current.schedule, current.factor) if isinstance(current, Scaled) else (current, 1.0)
         opt.lr = Scaled(base, factor * float(lr) / now)
     else:
         opt.lr = float(lr)

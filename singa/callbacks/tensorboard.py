@@ -55,7 +55,7 @@ class TensorBoard(Callback):
         """The batch loss, every ``update_freq`` batches."""
         self.step += 1
         loss = (logs or {}).get("loss")
-        if self.every is not None and self.step % self.every == 0 and _number(loss):
+        if self.every is not None and self.step % self.every == 0 and loss is not None and _number(loss):
             self.writer.add_scalar("batch/loss", float(loss), self.step)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:

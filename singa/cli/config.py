@@ -101,7 +101,19 @@ class TrainConfig:
     workers: int = 0
     init: str | None = None
     freeze: tuple = ()
+    # fit's callbacks (singa.cli.fit_options)
+    early_stop: int | None = None
+    keep: int | None = None
+    tensorboard: str | None = None
+    accumulate: int = 1
+    summary: bool = False
+    time_budget: float | None = None
     lora: str | None = None  # singa.cli.lora
+    # checkpoint folders (singa.cli.ckpt_options)
+    checkpoint_dir: str | None = None
+    save_every: int | None = None
+    async_save: bool = False
+    max_restarts: int = 0
     extra: dict = field(default_factory=dict)
 
     # ----- derived values -----------------------------------------------------------------

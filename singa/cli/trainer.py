@@ -13,19 +13,14 @@ are bitwise those of an uninterrupted run.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from singa import data, image_tool, sonnx, tensor
+from singa import data, image_tool, sonnx
 from singa.checkpoint import CheckpointError
+from singa.cli.ckpt_options import ManagedCheckpoints, resolve_resume
 from singa.cli.common import (
     RUN_STATE_KEY,
     EvalStopped,
@@ -40,101 +35,21 @@ from singa.cli.common import (
 )
 from singa.cli.config import TrainConfig
 from singa.cli.errors import CliError, Interrupted
-from singa.cli.guards import check_loss, check_params, val_batches
+from singa.cli.fit_options import RESUMED_FIT_SETTINGS
+from singa.cli.fit_run import CheckpointFiles, CliRun, build_loop, option_callbacks, stop_note
+from singa.cli.guards import check_params, val_batches
 from singa.cli.output import (
-    Console,
     JsonLog,
-    Progress,
+    Progress,  # noqa: F401  (the loop's bar, drawn by singa.cli.fit_run; kept here for callers)
     fmt_time,
-    format_epoch,
     matplotlib_available,
     write_plot,
 )
 from singa.cli.parallel import DistRun
+from singa.cli.run_state import RUN_STATE_VERSION, RunState, SigintFlag
 from singa.cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
-from singa.parallel.launch import STOP_SIGNAL
 
 __all__ = ["Trainer", "RunState", "RUN_STATE_VERSION"]
-
-RUN_STATE_VERSION = 1
-
-
-@dataclass
-class RunState:
-    """Where a run is: ``epoch`` (0-based) in progress, ``batch`` of its batches done,
-    ``step`` training steps in all, the epoch's running sums, finished epochs."""
-
-    epoch: int = 0
-    batch: int = 0
-    step: int = 0
-    loss_sum: float = 0.0
-    correct: int = 0
-    seen: int = 0
-    epoch_time: float = 0.0
-    train_time: float = 0.0
-    history: list = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        """The position and sums as JSON values."""
-        return {
-            "epoch": self.epoch,
-            "batch": self.batch,
-            "step": self.step,
-            "loss_sum": self.loss_sum,
-            "correct": self.correct,
-            "seen": self.seen,
-            "epoch_time": self.epoch_time,
-            "train_time": self.train_time,
-            "history": self.history,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> RunState:
-        """The inverse of :meth:`to_json`."""
-        try:
-            return cls(
-                epoch=int(d["epoch"]),
-                batch=int(d["batch"]),
-                step=int(d["step"]),
-                loss_sum=float(d["loss_sum"]),
-                correct=int(d["correct"]),
-                seen=int(d["seen"]),
-                epoch_time=float(d["epoch_time"]),
-                train_time=float(d["train_time"]),
-                history=list(d["history"]),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise CliError(f"the checkpoint's run state is damaged ({type(e).__name__}: {e})") from e
-
-
-class _SigintFlag:
-    """While active, the first Ctrl-C sets ``self.set`` (the loop stops after the
-    current step and saves); a second one raises KeyboardInterrupt at once."""
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.set = False
-        self._prev: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.set:
-            raise KeyboardInterrupt
-        self.set = True
-        self.console.warn("interrupted: stopping after this step (Ctrl-C again to quit at once)")
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[_SigintFlag]:
-        main = threading.current_thread() is threading.main_thread()
-        if main:
-            self._prev = signal.signal(signal.SIGINT, self._handler)
-            self._prev_stop = signal.signal(STOP_SIGNAL, self._handler)  # Ctrl-C forwarded to ranks
-        try:
-            yield self
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, self._prev)
-                signal.signal(STOP_SIGNAL, self._prev_stop)
-
 
 #: the settings a resumed run takes from its checkpoint unless given again
 _RESUMED_SETTINGS = (
@@ -149,6 +64,7 @@ _RESUMED_SETTINGS = (
     "precision",
     "augment",
     *RESUMED_USER_SETTINGS,
+    *RESUMED_FIT_SETTINGS,
 )
 
 
@@ -248,10 +164,13 @@ class Trainer:
         """Train; returns the summary dict. Raises :class:`Interrupted` after Ctrl-C
         (the checkpoint saved) and :class:`CliError` for expected failures."""
         cfg = self.cfg
+        resolve_resume(cfg, self.out.warn, self.out.info)  # --resume auto|DIR: a file or none
         stored_run = self._apply_resume_settings() if cfg.resume else None
         dist = self.dist
         dist.only_main_writes(cfg)
         self._prepare_outputs()
+        self.files = CheckpointFiles(cfg.checkpoint, cfg.keep)
+        self.managed = ManagedCheckpoints(cfg) if cfg.checkpoint_dir and dist.is_main else None
         dev = make_device(cfg.device)
         ds = dist.rank_first(
             lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
@@ -294,7 +213,7 @@ class Trainer:
             model = create_model(cfg.model, info, cfg.model_args)
         except ValueError as e:
             raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
-        optimizer = dist.optimizer(make_optimizer(cfg, steps))
+        optimizer = dist.optimizer(make_optimizer(cfg, -(-steps // cfg.accumulate)))  # updates per epoch
         model.set_optimizer(optimizer)
         try:
             model.compile(
@@ -310,6 +229,8 @@ class Trainer:
             ) from e
 
         fine_tune(model, cfg, self.out, resuming=bool(cfg.resume))
+        if cfg.summary:
+            self.out.info(model.summary(print_fn=None))
         state = RunState()
         if cfg.resume:
             try:
@@ -416,124 +337,92 @@ class Trainer:
             "state": state.to_json(),
         }
 
-    def _save(self, state: RunState) -> None:
-        path = self.cfg.checkpoint
-        if path:
+    def save(self, state: RunState) -> None:
+        """Save the checkpoint (``--checkpoint``, ``{epoch}`` filled in) with the run state;
+        every rank waits for it."""
+        path = self.files.path(state.epoch) if not self.cfg.checkpoint_dir else None
+        if self.managed is not None:  # --checkpoint-dir (singa/cli/ckpt_options.py)
+            check_params(self.model, state.step, self.cfg)
+            try:
+                self.managed.save(
+                    state.step, self.model, {RUN_STATE_KEY: self._run_json(state)}, state.history
+                )
+            except OSError as e:
+                raise CliError(
+                    f"cannot write a checkpoint in {self.cfg.checkpoint_dir}: {e.strerror or e}"
+                ) from e
+        elif path:
             check_params(self.model, state.step, self.cfg)
             try:
                 self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
             except OSError as e:
                 raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
+            self.files.saved(path)
         self.dist.barrier()  # no rank ends (and has the job ended) while rank 0 writes
 
-    # ----- the loop -------------------------------------------------------------------------------
-    def _batches(self, epoch: int, skip: int) -> Iterator:
-        """Epoch ``epoch`` from its batch ``skip`` on (the skipped ones are not built)."""
-        loader = self.train_loader
-        loader.load_state_dict({**loader.state_dict(), "epoch": epoch, "batch": skip})
-        return iter(loader)
+    # ----- the loop (fit's, singa.cli.fit_run) -------------------------------------------------------
+    def validate(self) -> dict:
+        """The validation pass of an epoch (over every rank's shard): ``loss``, ``accuracy``.
+        Ctrl-C during it raises :class:`EvalStopped` (one process)."""
+        flag = self.flag
+        vloss, vacc = self.dist.evaluate(
+            evaluate,
+            self.model,
+            self.val_loader,
+            self.dev,
+            lambda: flag.set,
+            max_batches=val_batches(self.cfg, self.steps, len(self.val_loader)),
+        )
+        return {"loss": vloss, "accuracy": vacc}
 
     def _loop(self, state: RunState, log: JsonLog) -> dict:
-        cfg, out, model, dev = self.cfg, self.out, self.model, self.dev
+        cfg = self.cfg
         t_run = time.perf_counter()
-        stopped_by_steps = False
-        flag = _SigintFlag(out)
-        model.train()
-        with flag.active():
-            while state.epoch < cfg.epochs and not stopped_by_steps:
-                e = state.epoch
-                if cfg.max_steps is not None and state.step >= cfg.max_steps:
-                    stopped_by_steps = True
-                    break
-                bar = Progress(self.steps, state.batch, f"epoch {e + 1}/{cfg.epochs}", not cfg.quiet)
-                t0 = time.perf_counter()
-                t_prev = state.epoch_time
-                try:
-                    if state.batch < self.steps:
-                        for xb, yb in self._batches(e, state.batch):
-                            tx = tensor.from_numpy(xb, dev)
-                            ty = tensor.from_numpy(yb, dev)
-                            o, loss = model(tx, ty)
-                            check_loss(float(loss), state.step + 1, self.info.num_classes, cfg)
-                            state.loss_sum += float(loss) * len(yb)
-                            state.correct += int((o.data.argmax(axis=1) == ty.data).sum())
-                            state.seen += len(yb)
-                            state.batch += 1
-                            state.step += 1
-                            bar.update(state.loss_sum / state.seen, state.correct / state.seen, len(yb))
-                            if self.dist.agree(flag.set):  # every rank stops at the same step
-                                flag.set = True
-                                break
-                            if cfg.max_steps is not None and state.step >= cfg.max_steps:
-                                stopped_by_steps = True
-                                break
-                finally:
-                    bar.close()
-                    dt = time.perf_counter() - t0
-                    state.epoch_time = t_prev + dt
-                    state.train_time += dt
-                self.dist.add_sums(state)
-                flag.set = self.dist.agree(flag.set)  # a stop that came after the last step
-                if flag.set:
-                    self._interrupted(state, log)
-                epoch_done = state.batch >= self.steps
-                t1 = time.perf_counter()
-                try:
-                    vloss, vacc = self.dist.evaluate(
-                        evaluate,
-                        model,
-                        self.val_loader,
-                        dev,
-                        lambda: flag.set,
-                        max_batches=val_batches(cfg, self.steps, len(self.val_loader)),
-                    )
-                except EvalStopped:
-                    self._interrupted(state, log)
-                rec = {
-                    "epoch": e + 1,
-                    "step": state.step,
-                    "partial": not epoch_done,
-                    "train_loss": _finite(state.loss_sum / state.seen) if state.seen else None,
-                    "train_acc": state.correct / state.seen if state.seen else None,
-                    "val_loss": _finite(vloss),
-                    "val_acc": _finite(vacc),
-                    "time_s": state.epoch_time,
-                    "eval_time_s": time.perf_counter() - t1,
-                    "samples_per_s": state.seen / state.epoch_time if state.epoch_time > 0 else 0.0,
-                    "lr": self.optimizer.get_lr(),
-                }
-                log.write("epoch", **rec)
-                out.info(format_epoch(rec, cfg.epochs, self.info.test_split))
-                if epoch_done:
-                    state.history.append(rec)
-                    state.epoch += 1
-                    state.batch = 0
-                    state.loss_sum, state.correct, state.seen, state.epoch_time = 0.0, 0, 0, 0.0
-                    self._save(state)
-                else:
-                    self._save(state)
-                    return self._finish(state, log, t_run, partial=rec)
-        return self._finish(state, log, t_run, stopped=stopped_by_steps and state.epoch < cfg.epochs)
+        if cfg.max_steps is not None and state.step >= cfg.max_steps and state.epoch < cfg.epochs:
+            return self._finish(state, log, t_run, stop=f" (stopped by --max-steps {cfg.max_steps})")
+        self.flag = SigintFlag(self.out)
+        run = CliRun(self, state, log, self.flag)
+        extra = option_callbacks(cfg, self.dist.is_main)
+        loop = build_loop(self, state, run, extra)
+        self.model.train()
+        with self.flag.active():
+            try:
+                loop.run()
+            except EvalStopped:
+                self.interrupted(state, log)
+        return self._finish(
+            state, log, t_run, partial=run.partial, stop=stop_note(cfg, run, extra, state.epoch)
+        )
 
-    def _interrupted(self, state: RunState, log: JsonLog) -> None:
-        cfg, out = self.cfg, self.out
-        self._save(state)
+    def interrupted(self, state: RunState, log: JsonLog) -> None:
+        """Ctrl-C: save, plot, log the ``interrupted`` record, warn; raises
+        :class:`Interrupted`."""
+        out = self.out
+        self.save(state)
         self._plot(state.history)
+        saved = self.managed.last if self.managed is not None else self.files.path(state.epoch)
+        if self.managed is not None:
+            self.managed.wait()  # the interrupted step's file is complete before the exit
         log.write(
             "interrupted",
             step=state.step,
             epoch=state.epoch + 1,
             batch=state.batch,
-            checkpoint=cfg.checkpoint,
+            checkpoint=saved,
         )
-        if cfg.checkpoint:
+        if saved:
             out.warn(
-                f"interrupted at step {state.step}; checkpoint saved to {cfg.checkpoint} "
-                f"(continue with --resume {cfg.checkpoint})"
+                f"interrupted at step {state.step}; checkpoint saved to {saved} "
+                f"(continue with --resume {saved})"
             )
         else:
             out.warn(f"interrupted at step {state.step}; nothing saved (no --checkpoint given)")
-        raise Interrupted
+        raise Interrupted(self.flag.exit_status)
+
+    def _last_checkpoint(self) -> str | None:
+        if self.managed is not None:
+            return self.managed.last
+        return self.files.written[-1] if self.files.written else self.cfg.checkpoint
 
     def _plot(self, history: list) -> None:
         cfg = self.cfg
@@ -552,9 +441,11 @@ class Trainer:
             self.out.warn(f"could not write the plot {path}: {e}")
 
     def _finish(
-        self, state: RunState, log: JsonLog, t_run: float, partial: dict | None = None, stopped: bool = False
+        self, state: RunState, log: JsonLog, t_run: float, partial: dict | None = None, stop: str = ""
     ) -> dict:
         cfg, out = self.cfg, self.out
+        if self.managed is not None:
+            self.managed.wait()  # a background save is complete (or its error raised) first
         onnx_path = None
         if cfg.export_onnx:
             onnx_path = self.export_onnx(cfg.export_onnx)
@@ -573,13 +464,12 @@ class Trainer:
             "final_val_acc": last.get("val_acc"),
             "best_val_acc": best["val_acc"] if best else None,
             "best_epoch": best["epoch"] if best else None,
-            "checkpoint": cfg.checkpoint,
+            "checkpoint": self._last_checkpoint(),
             "onnx": onnx_path,
             "log": cfg.log,
             "plot": cfg.plot_path if cfg.plot_path and hist and matplotlib_available() else None,
         }
         log.write("end", **summary)
-        stop = f" (stopped by --max-steps {cfg.max_steps})" if partial or stopped else ""
         msg = (
             f"done: {_plural(state.step, 'step')}, {_plural(state.epoch, 'epoch')}{stop} "
             f"in {fmt_time(state.train_time)} of training"

@@ -19,6 +19,8 @@ __all__ = [
     "as_batches",
     "epoch_batches",
     "host",
+    "peek",
+    "is_arrays",
     "model_device",
     "num_batches",
     "split_batch",
@@ -62,7 +64,11 @@ class ArrayBatches:
         self.single = not isinstance(x, tuple | list)
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
-        self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        self.seed = (
+            int(seed)
+            if seed is not None
+            else int(np.random.SeedSequence().generate_state(2, np.uint32).view(np.uint64)[0] % (2**63))
+        )
         self.epoch = 0
         self.skip = 0
 
@@ -95,7 +101,8 @@ class ArrayBatches:
         self.seed, self.epoch, self.skip = int(state["seed"]), int(state["epoch"]), int(state.get("batch", 0))
 
 
-def _is_arrays(x: Any) -> bool:
+def is_arrays(x: Any) -> bool:
+    """Whether ``x`` is a numpy array or a non-empty tuple/list of them."""
     return isinstance(x, np.ndarray) or (
         isinstance(x, tuple | list) and all(isinstance(a, np.ndarray) for a in x) and len(x) > 0
     )
@@ -104,7 +111,7 @@ def _is_arrays(x: Any) -> bool:
 def as_batches(x: Any, y: Any, batch_size: int, shuffle: bool, seed: int | None) -> Any:
     """Arrays become :class:`ArrayBatches`; anything else must be an iterable of
     batches (``y`` must then be None)."""
-    if _is_arrays(x):
+    if is_arrays(x):
         return ArrayBatches(x, y, batch_size, shuffle, seed)
     if y is not None:
         raise ValueError("fit: y is given only with array x (a DataLoader or iterable yields (x, y) batches)")
@@ -121,7 +128,7 @@ def split_validation(x: Any, y: Any, fraction: float) -> tuple[Any, Any, Any, An
     shuffling) for validation; returns (x_train, y_train, x_val, y_val)."""
     if not 0 < fraction < 1:
         raise ValueError(f"fit: validation_split must be in [0, 1), got {fraction!r}")
-    if not _is_arrays(x) or y is None:
+    if not is_arrays(x) or y is None:
         raise ValueError("fit: validation_split needs numpy arrays x and y")
     xs = list(x) if isinstance(x, tuple | list) else [x]
     n = len(xs[0])
@@ -187,7 +194,17 @@ def model_device(model: Any) -> Any:
 
 
 def host(a: Any) -> np.ndarray:
-    """A numpy array of a Tensor's or array's values."""
+    """A numpy array of a Tensor's or array's values (a copy of a Tensor's)."""
     if isinstance(a, tensor.Tensor):
         return a.to_numpy()
-    return np.asarray(a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a)
+    if isinstance(a, np.ndarray):
+        return a
+    return np.asarray(a.get() if hasattr(a, "get") else a)
+
+
+def peek(a: Any) -> np.ndarray:
+    """Like :func:`host`, but a CPU Tensor's own array (no copy): for reading at once,
+    before the next step may reuse it."""
+    if isinstance(a, tensor.Tensor) and isinstance(a.data, np.ndarray):
+        return a.data
+    return host(a)

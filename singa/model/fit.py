@@ -31,8 +31,10 @@ from singa.model.batches import (
     as_batches,
     epoch_batches,
     host,
+    is_arrays,
     model_device,
     num_batches,
+    peek,
     split_batch,
     split_validation,
     to_tensors,
@@ -46,7 +48,7 @@ LossFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _loss_value(loss: Any) -> float:
-    return float(np.asarray(host(loss), dtype=np.float64).reshape(-1)[0])
+    return float(peek(loss).reshape(-1)[0])
 
 
 def split_result(result: Any) -> tuple[Any, Any]:
@@ -93,13 +95,13 @@ class EvalPass:
         model.eval()
         loss_m = _metrics.Metric()
         mets: list[_metrics.Metric] | None = None
-        fn = None
+        fn: LossFn = _metrics.softmax_cross_entropy  # replaced on the first batch
         try:
             for batch in itertools.islice(iter(data), steps):
                 if stop is not None and stop():
                     raise EvalStopped("the validation pass was stopped")
                 xb, yb = split_batch(batch)
-                out = host(model(*to_tensors(xb, dev)))
+                out = peek(model(*to_tensors(xb, dev)))
                 y = host(yb)
                 if mets is None:
                     mets, fn = _metric_list(self.metric_names, y), _loss_fn(self.loss, y)
@@ -133,7 +135,9 @@ class FitLoop:
     done in all), ``initial_sums`` (the running sums of the epoch in progress:
     ``{"loss": [total, count], <metric>: [...]}``), ``reduce_sums`` (a function adding
     a list of floats over data-parallel ranks) and ``val_stop`` (a function that, when
-    True, ends a validation pass early with :class:`EvalStopped`).
+    True, ends a validation pass early with :class:`EvalStopped`) and ``evaluator`` (a
+    function returning the validation logs, ``{"loss": ..., <metric>: ...}``, in place
+    of fit's own pass over ``validation_data``).
     """
 
     def __init__(
@@ -176,7 +180,7 @@ class FitLoop:
         self.history = History()
         extra: list[Callback] = [TimeBudget(time_budget)] if time_budget is not None else []
         bar = [ProgressBar(epoch_lines=True)] if verbose == 1 else []
-        lines = [ProgressBar(epoch_lines=True, force=False)] if verbose >= 2 else []
+        lines = [ProgressBar(epoch_lines=True, bar=False)] if verbose >= 2 else []
         self.callbacks = CallbackList([*bar, *lines, *extra, *callbacks, self.history])
         self.accumulate = accumulate
         self.initial_batch = 0
@@ -184,6 +188,7 @@ class FitLoop:
         self.initial_sums: dict | None = None
         self.reduce_sums: Any = _rank_sums(model.optimizer)
         self.val_stop: Callable[[], bool] | None = None
+        self.evaluator: Callable[[], dict] | None = None
         self.step = 0
         self.device: Any = None
         self.train_metrics: list[_metrics.Metric] | None = None
@@ -222,7 +227,7 @@ class FitLoop:
             self._restore_sums()
         self.loss_metric.update(loss, n)
         if out is not None and yb is not None:
-            o, y = host(out), host(yb)
+            o, y = peek(out), yb
             for m in self.train_metrics:
                 m.update(o, y)
         return {"loss": self.loss_metric.result(), **{m.name: m.result() for m in self.train_metrics}}
@@ -245,9 +250,10 @@ class FitLoop:
         last = None if self.steps is None else self.steps - 1
         for i, batch in enumerate(epoch_batches(self.data, epoch, skip, limit), start=skip):
             xb, yb = split_batch(batch)
+            yb = None if yb is None else host(yb)
             self.callbacks.on_train_batch_begin(i)
             out, loss = self.train_batch(xb, yb, last_of_epoch=i == last)
-            n = len(host(yb)) if yb is not None else len(xb[0] if isinstance(xb, tuple | list) else xb)
+            n = len(yb) if yb is not None else len(xb[0] if isinstance(xb, tuple | list) else xb)
             seen += n
             self.step += 1
             logs = self._update_metrics(out, yb, loss, n)
@@ -261,8 +267,11 @@ class FitLoop:
         if self.validation_data is None:
             return {}
         self.callbacks.on_test_begin()
-        ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
-        res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
+        if self.evaluator is not None:
+            res = self.evaluator()
+        else:
+            ev = EvalPass(self.model, self.metric_names, self.loss, self.reduce_sums)
+            res = ev.run(self.validation_data, self.validation_steps, self.val_stop)
         self.callbacks.on_test_end(res)
         return {f"val_{k}": v for k, v in res.items()}
 
@@ -402,15 +411,12 @@ def fit(
 
 
 def _val_batches(validation_data: Any, batch_size: int) -> Any:
+    """``(x_val, y_val)`` arrays as batches; a loader or iterable of batches as it is."""
     if validation_data is None:
         return None
-    if (
-        isinstance(validation_data, tuple)
-        and len(validation_data) == 2
-        and not hasattr(validation_data[0], "__next__")
-    ):
+    if isinstance(validation_data, tuple) and len(validation_data) == 2:
         vx, vy = validation_data
-        if isinstance(vy, np.ndarray):
+        if is_arrays(vx) and vy is not None:
             return as_batches(vx, vy, batch_size, False, 0)
     return as_batches(validation_data, None, batch_size, False, 0)
 

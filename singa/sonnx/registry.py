@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from singa.sonnx.families import FAMILIES, control, quantize, signal, sorting
+from singa.sonnx.families import FAMILIES, control, detection, quantize, signal, sorting
 
 #: families with handlers that compute their values when the node runs (inference-only
 #: operators: integer, index or data-dependent outputs without a gradient), besides shaping
-COMPUTING = (sorting, quantize, control, signal)
+COMPUTING = (sorting, quantize, control, signal, detection)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

@@ -238,3 +238,21 @@ def test_masked_softmax_gradcheck_and_errors():
         autograd.masked_softmax(const(x), const(mask.astype(np.float64)))
     with pytest.raises(ValueError, match="does not broadcast"):
         autograd.masked_softmax(const(x), const(np.ones((2, 2), bool)))
+
+
+def test_mixed_precision_keeps_scores_and_softmax_in_float32(monkeypatch):
+    from singa.model import precision
+
+    seen = []
+    real = attention._softmax_rows
+
+    def spy(s, xp):
+        seen.append(s.dtype)
+        return real(s, xp)
+
+    monkeypatch.setattr(attention, "_softmax_rows", spy)
+    q, k, v = (const(a.astype(np.float16)) for a in qkv(dtype=np.float32))
+    with precision.autocast("mixed"):
+        y = autograd.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert seen == [np.float32] and y.dtype == np.float16
+    assert attention.ScaledDotProductAttention in precision.FLOAT32_OPERATIONS

@@ -87,3 +87,23 @@ def test_onnx_upsample_node_imports_as_upsample():
     node7 = onnx.helper.make_node("Upsample", ["x"], ["y"], mode="linear", scales=[1.0, 1.0, 2.0, 1.0])
     y = handle_upsample(NodeContext(node7, 7, x.device, False), [x])
     np.testing.assert_allclose(y.to_numpy()[0, 0, :, 0], [0, 1.5, 3, 3])
+
+
+# ----- AffineGrid -------------------------------------------------------------------------------
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_matches_formula_and_gradcheck(align):
+    from sonnx_helpers import handler_fn
+
+    from singa.autograd.gradcheck import gradcheck
+
+    theta = np.random.default_rng(0).standard_normal((2, 2, 3)).astype(np.float32)
+    (got,) = run_node_model(
+        "AffineGrid", {"t": theta, "c_s": np.array([2, 1, 3, 4])}, opset=20, align_corners=align
+    )
+    xs = np.linspace(-1, 1, 4) if align else (2 * np.arange(4) + 1) / 4 - 1
+    ys = np.linspace(-1, 1, 3) if align else (2 * np.arange(3) + 1) / 3 - 1
+    base = np.stack([*np.meshgrid(xs, ys), np.ones((3, 4))], -1)  # (H, W, [x, y, 1])
+    want = np.einsum("hwk,njk->nhwj", base, theta)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fn = handler_fn("AffineGrid", opset=20, n_inputs=2, align_corners=align)
+    gradcheck(fn, [theta.astype(np.float64), np.array([2, 1, 3, 4])], wrt=[0])

@@ -172,6 +172,14 @@ def handle_swish(ctx: NodeContext, xs: list) -> Tensor:
     return ew.mul(x, act.sigmoid(ew.mul(x, ctx.const(alpha, x.dtype))))
 
 
+@builds(ew.Mul, act.Sigmoid)
+def handle_swiglu(ctx: NodeContext, xs: list) -> Tensor:
+    """SwiGLU(A, B): ``Swish_alpha(A) * B`` (the gated unit of Llama's feed-forward)."""
+    a, b = xs
+    alpha = float(ctx.attr("alpha", 1.0))
+    return ew.mul(ew.mul(a, act.sigmoid(ew.mul(a, ctx.const(alpha, a.dtype)))), b)
+
+
 @builds(act.Elu, ew.Mul)
 def handle_celu(ctx: NodeContext, xs: list) -> Tensor:
     """Celu: ``alpha * elu(x / alpha)``."""
@@ -233,6 +241,7 @@ IMPORT = {
     "Softmax": _softmax_handler(act.softmax, act.SoftMax),
     "LogSoftmax": _softmax_handler(act.log_softmax, act.LogSoftMax),
     "Swish": handle_swish,
+    "SwiGLU": handle_swiglu,
     "Celu": handle_celu,
     "ThresholdedRelu": handle_thresholded_relu,
     "Shrink": handle_shrink,

@@ -11,7 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from singa import autograd
 from singa.autograd import resize as rs
+from singa.autograd.linalg import MatMul
+from singa.autograd.shaping import Reshape, Transpose
 from singa.sonnx.context import ExportContext, NodeContext, batch_aware, builds
 from singa.tensor import Tensor
 
@@ -153,5 +156,31 @@ def convert_resample(ctx: ExportContext, op: Any, ins: list, outs: list, xs: lis
     ctx.node("Resize", [ins[0], roi, empty, ctx.ints(op.sizes, "sizes")], outs, **attrs)
 
 
+def _base_grid(sizes: list, align_corners: bool) -> np.ndarray:
+    """(prod(sizes), n + 1) normalised coordinates [x, y, (z,) 1] of every output
+    position, the last spatial axis (x) varying fastest."""
+    axes = []
+    for n in sizes:
+        k = np.arange(n, dtype=np.float64)
+        axes.append(np.linspace(-1.0, 1.0, n) if align_corners else (2 * k + 1) / n - 1 if n else k)
+    mesh = np.meshgrid(*axes, indexing="ij")  # depth, height, width order
+    coords = [m.reshape(-1) for m in reversed(mesh)]  # x, y, z
+    return np.stack(coords + [np.ones_like(coords[0])], axis=1)
+
+
+@builds(MatMul, Transpose, Reshape)
+def handle_affine_grid(ctx: NodeContext, xs: list) -> Tensor:
+    """AffineGrid(theta, size) with ``align_corners``: the sampling grid (N, H, W, 2) or
+    (N, D, H, W, 3) of the affine maps ``theta`` (N, 2, 3) or (N, 3, 4) applied to the
+    normalised output coordinates (differentiable in theta)."""
+    theta = xs[0]
+    size = [int(v) for v in ctx.static(xs[1]).reshape(-1)]
+    spatial = size[2:]
+    base = _base_grid(spatial, bool(ctx.attr("align_corners", 0)))
+    grid = autograd.matmul(theta, ctx.const(base.T, theta.dtype))  # (N, nd, positions)
+    grid = autograd.transpose(grid, [0, 2, 1])
+    return autograd.reshape(grid, (size[0], *spatial, len(spatial)))
+
+
 EXPORT = {rs.UpSample: convert_upsample, rs.Resample: convert_resample}
-IMPORT = {"Upsample": handle_upsample, "Resize": handle_resize}
+IMPORT = {"Upsample": handle_upsample, "Resize": handle_resize, "AffineGrid": handle_affine_grid}

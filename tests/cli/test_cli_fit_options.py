@@ -1,0 +1,88 @@
+"""singa-train's options that come with fit's callbacks: --early-stop, --keep,
+--tensorboard, --accumulate, --summary, --time-budget."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from cli_helpers import TINY, read_log, run_state
+
+from singa.model import checkpoint
+
+
+def test_early_stop_stops_when_val_loss_stops_improving(run, tmp_path):
+    # lr 0: the validation loss never changes, so the second epoch does not improve
+    r = run(*TINY, "--epochs", "5", "--lr", "0", "--early-stop", "0", "--log", "l.jsonl", "--no-plot")
+    assert r.exit_code == 0, r.output + r.stderr
+    epochs = [ln for ln in r.stdout.splitlines() if ln.startswith("epoch ")]
+    assert [ln.split("  ")[0] for ln in epochs] == ["epoch 1/5", "epoch 2/5"]
+    assert "stopped early by --early-stop 0" in r.stdout
+    assert read_log(tmp_path / "l.jsonl")[-1]["epochs"] == 2
+
+
+def test_keep_keeps_the_newest_epoch_files(run, tmp_path):
+    r = run(*TINY, "--epochs", "3", "--checkpoint", "ck-{epoch}.zip", "--keep", "2")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert sorted(f for f in os.listdir(tmp_path) if f.endswith(".zip")) == ["ck-2.zip", "ck-3.zip"]
+    assert run_state(tmp_path / "ck-3.zip")["state"]["epoch"] == 3
+    r = run(*TINY, "--checkpoint", "ck.zip", "--keep", "2")
+    assert r.exit_code == 2 and "--keep needs a --checkpoint path with {epoch}" in r.stderr
+
+
+def test_tensorboard_writes_event_files(run, tmp_path):
+    pytest.importorskip("tensorboardX")
+    r = run(*TINY, "--epochs", "2", "--tensorboard", "tb")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(tmp_path / "tb"))
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except Exception:
+        return
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    assert {"train/loss", "val/loss", "val/accuracy", "lr"} <= set(acc.Tags()["scalars"])
+    assert len(acc.Scalars("val/loss")) == 2
+
+
+def test_accumulate_equals_the_larger_batch(run, tmp_path):
+    a = run(
+        "mlp",
+        "--data",
+        "synthetic",
+        "--batch-size",
+        "16",
+        "--accumulate",
+        "2",
+        "--epochs",
+        "1",
+        "--checkpoint",
+        "a.zip",
+    )
+    assert a.exit_code == 0, a.output + a.stderr
+    b = run("mlp", "--data", "synthetic", "--batch-size", "32", "--epochs", "1", "--checkpoint", "b.zip")
+    assert b.exit_code == 0, b.output + b.stderr
+    xa, xb = checkpoint.read_arrays(str(tmp_path / "a.zip")), checkpoint.read_arrays(str(tmp_path / "b.zip"))
+    model_keys = [k for k in checkpoint.read(str(tmp_path / "b.zip")).names]
+    for k in model_keys:
+        np.testing.assert_allclose(xa[k], xb[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_summary_prints_the_table(run):
+    r = run(*TINY, "--max-steps", "1", "--summary")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "Total params: 79,510" in r.stdout and "Layer (type)" in r.stdout
+
+
+def test_time_budget(run):
+    r = run(*TINY, "--epochs", "2", "--time-budget", "10m")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "done: 64 steps, 2 epochs" in r.stdout
+    r = run(*TINY, "--epochs", "2", "--time-budget", "0.001", "--checkpoint", "ck.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "epoch 1/2 (stopped at step 1)" in r.stdout  # the first step (tracing) outlasts 1 ms
+    assert "(stopped by --time-budget)" in r.stdout
+    assert run_state("ck.zip")["state"]["step"] == 1
+    r = run(*TINY, "--time-budget", "soon")
+    assert r.exit_code == 2 and "not a duration" in r.stderr
