@@ -69,6 +69,11 @@ def test_accumulate_equals_the_larger_batch(run, tmp_path):
         np.testing.assert_allclose(xa[k], xb[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+def test_accumulate_refuses_mixed_precision(run):
+    r = run(*TINY, "--accumulate", "2", "--precision", "mixed")
+    assert r.exit_code == 2 and "--accumulate does not work with --precision mixed" in r.stderr
+
+
 def test_summary_prints_the_table(run):
     r = run(*TINY, "--max-steps", "1", "--summary")
     assert r.exit_code == 0, r.output + r.stderr
