@@ -144,9 +144,8 @@ class OnnxGraph:
         if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
             self.subgraphs = [self._subgraphs(nd, source) for nd in g.node]
         if problems:
-            raise UnsupportedOperator(
-                f"ONNX import (opset {self.opset}): unsupported operator(s), first to last: " + ", ".join(problems)
-            )
+            first = f"ONNX import (opset {self.opset}): unsupported operator(s), first to last: "
+            raise UnsupportedOperator(first + ", ".join(problems))
         for v in list(g.input) + list(g.output):
             if not v.type.HasField("tensor_type"):
                 kind = v.type.WhichOneof("value")
