@@ -21,7 +21,8 @@ from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.device import array_module
 from singa.kernels import workers
 from singa.kernels.buffers import pooled_out
-from singa.kernels.jit import kernel
+from singa.kernels.gelu import gelu_exact, gelu_exact_grad
+from singa.kernels.jit import kernel, takes_floats
 from singa.tensor import Tensor
 
 __all__ = [
@@ -369,6 +370,11 @@ class Gelu(Operation):
             y = (t + 1) * xc * 0.5
             if self.requires_grad:
                 self.cache = (xc, t)
+        elif takes_floats(x):  # the compiled kernel (singa.kernels.gelu)
+            y = np.empty_like(x)
+            workers.run_flat(gelu_exact, y, x)
+            if self.requires_grad:
+                self.cache = (x, None)
         else:
             cdf = _normal_cdf(xc)
             y = xc * cdf
@@ -385,6 +391,10 @@ class Gelu(Operation):
             d = (1 - t * t) * x * (_SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x2))
             d += 1 + t
             d *= 0.5
+        elif aux is None:
+            dx = np.empty_like(x)
+            workers.run_flat(gelu_exact_grad, dx, np.ascontiguousarray(dy, dtype=x.dtype), x)
+            return dx.astype(dy.dtype, copy=False)
         else:
             with np.errstate(over="ignore"):
                 pdf = xp.exp(x * x * -0.5)

@@ -44,7 +44,8 @@ class TimeBudget(Callback):
     """Stop training once ``seconds`` have passed since it began, and fit the
     learning-rate schedule to the time: after ``estimate_after`` training batches,
     and again every ``every`` batches, the number of optimizer steps that fit in the
-    budget is estimated from the measured time per step, and the optimizer's schedule
+    budget is estimated from the time per step measured since the first batch ended
+    (the first one compiles and traces), and the optimizer's schedule
     is stretched (or shrunk) so that its end (:meth:`singa.opt.Scheduler.horizon`;
     warm-up included) falls on that step, capped at the steps the run's epochs hold.
     A schedule without an end (or a constant rate) is scaled relative to the run's
@@ -91,7 +92,7 @@ class TimeBudget(Callback):
         self.batches = 0
         self.stopped = False
         opt = unwrap_optimizer(self.model.optimizer)
-        self.steps0 = opt.steps
+        self.first = (0.0, opt.steps)
         accumulate = int(self.params.get("accumulate", 1))
         planned = self.params.get("planned_batches")
         self.planned_steps = None if planned is None else opt.steps + math.ceil(planned / accumulate)
@@ -109,6 +110,8 @@ class TimeBudget(Callback):
             self.stopped = True
             self.model.stop_training = True
             return
+        if self.batches == 1:  # the rate is measured from here: the first step compiles and traces
+            self.first = (elapsed, unwrap_optimizer(self.model.optimizer).steps)
         due = self.batches == self.estimate_after or (
             self.batches > self.estimate_after and (self.batches - self.estimate_after) % self.every == 0
         )
@@ -117,10 +120,12 @@ class TimeBudget(Callback):
 
     def _estimate(self, elapsed: float) -> None:
         opt = unwrap_optimizer(self.model.optimizer)
-        done = opt.steps - self.steps0
-        if done <= 0 or elapsed <= 0:
+        t1, steps1 = self.first
+        done = opt.steps - steps1
+        if done <= 0 or elapsed <= t1:
             return
-        total = self.steps0 + int(self.seconds * done / elapsed)
+        per_step = (elapsed - t1) / done
+        total = opt.steps + int((self.seconds - elapsed) / per_step)
         if self.planned_steps is not None:
             total = min(total, self.planned_steps)
         self.horizon = max(total, opt.steps + 1)

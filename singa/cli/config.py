@@ -109,6 +109,11 @@ class TrainConfig:
     summary: bool = False
     time_budget: float | None = None
     lora: str | None = None  # singa.cli.lora
+    # checkpoint folders (singa.cli.ckpt_options)
+    checkpoint_dir: str | None = None
+    save_every: int | None = None
+    async_save: bool = False
+    max_restarts: int = 0
     extra: dict = field(default_factory=dict)
 
     # ----- derived values -----------------------------------------------------------------

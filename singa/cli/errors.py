@@ -3,7 +3,8 @@
 Expected failures (missing data, a checkpoint that does not match the model, an
 unwritable output path, no GPU) end the command with one line on stderr and exit
 status 1; ``--debug`` shows the traceback instead. Usage errors (bad options, a bad
-config file) are click's and exit with status 2. Ctrl-C exits with status 130.
+config file) are click's and exit with status 2. Ctrl-C exits with status 130, SIGTERM or
+SIGUSR1 (a preemption) with 143.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ class ConfigError(ValueError):
 
 
 class Interrupted(Exception):
-    """Training stopped on Ctrl-C (after saving what could be saved)."""
+    """Training stopped on Ctrl-C, SIGTERM or SIGUSR1 (after saving what could be
+    saved); ``exit_status`` is 130 after Ctrl-C, 143 after the others."""
+
+    def __init__(self, exit_status: int = EXIT_INTERRUPTED):
+        super().__init__(exit_status)
+        self.exit_status = exit_status
 
 
 def one_line(exc: BaseException) -> str:

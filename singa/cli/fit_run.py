@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from singa import callbacks
+from singa.cli.ckpt_options import save_due
 from singa.cli.guards import check_loss
 from singa.cli.output import Progress, format_epoch
 from singa.model.fit import FitLoop
@@ -104,6 +105,9 @@ class CliRun(callbacks.Callback):
         if cfg.max_steps is not None and st.step >= cfg.max_steps:
             self.stopped_by_steps = True
             self.model.stop_training = True
+        elif save_due(cfg, st.step) and st.batch < self.trainer.steps:  # --save-every (mid-epoch)
+            self._sync_sums(reduce=True)
+            self.trainer.save(st)
 
     def _end_training(self) -> None:
         """Close the bar and add the training time (once per epoch)."""

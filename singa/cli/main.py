@@ -12,7 +12,8 @@
     mpiexec -n 4 singa-train --checkpoint ck.zip  # the same, started by mpiexec
 
 Exit status: 0 on success, 1 for a failure (one line on stderr; ``--debug`` shows the
-traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
+traceback), 2 for a usage error, 130 after Ctrl-C and 143 after SIGTERM or SIGUSR1 (the
+checkpoint saved first).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import click
 
 from singa import __version__, data, zoo
+from singa.cli.ckpt_options import ResumeTarget, check_ckpt_options, ckpt_options
 from singa.cli.config import OPTIMIZER_DEFAULTS, SCHEDULERS, TrainConfig, config_keys, read_toml
 from singa.cli.errors import EXIT_INTERRUPTED, CliError, Interrupted, reported
 from singa.cli.fit_options import check_fit_options, fit_options
@@ -33,6 +35,7 @@ from singa.cli.generate import generate as generate_command
 from singa.cli.lora import export_options, lora_options
 from singa.cli.predict import predict as predict_command
 from singa.cli.user_options import DataType, ModelType, user_options
+from singa.cli.verify_resume import verify_resume as verify_resume_command
 
 __all__ = ["cli", "train", "evaluate", "export", "main"]
 
@@ -130,7 +133,8 @@ def _data_dir_type() -> click.Path:
     cls=_TrainCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Also: `singa-train evaluate CHECKPOINT` and `singa-train export CHECKPOINT --onnx PATH` "
-    "(see their --help). Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted.",
+    "(see their --help); `singa-train verify-resume [MODEL] [OPTIONS]` checks that a resume is exact. "
+    "Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted, 143 stopped by SIGTERM/SIGUSR1.",
 )
 @click.argument("model", required=False, type=_model_type(), metavar="MODEL")
 @click.option(
@@ -221,9 +225,10 @@ def _data_dir_type() -> click.Path:
 )
 @click.option(
     "--resume",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Continue the run saved in this checkpoint from its exact step "
-    "(saving to it unless --checkpoint is given).",
+    type=ResumeTarget(),
+    help="Continue the run saved in this checkpoint from its exact step (saving to it unless "
+    "--checkpoint is given); a folder or 'auto' (--checkpoint-dir): its newest valid checkpoint, "
+    "or a fresh start when it has none.",
 )
 @click.option(
     "--export-onnx", type=click.Path(dir_okay=False), help="Export the trained model to this ONNX file."
@@ -262,6 +267,7 @@ def _data_dir_type() -> click.Path:
 @click.version_option(__version__, "--version", prog_name="singa-train")
 @user_options
 @fit_options
+@ckpt_options
 @lora_options
 @click.pass_context
 def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts: Any) -> None:
@@ -278,6 +284,13 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
     from singa.cli import parallel as dist
     from singa.cli.trainer import Trainer
 
+    if cfg.max_restarts:  # singa/cli/restart.py: the job in child processes, restarted on failure
+        from singa.cli.restart import run_single, run_with_restarts
+
+        def launch(args: list[str]) -> int:
+            return dist.launch(nproc, args) if nproc is not None and nproc > 1 else run_single(args)
+
+        ctx.exit(run_with_restarts(ctx.meta.get(ARGV_KEY, []), cfg.max_restarts, launch, cfg.log))
     if nproc is not None and nproc > 1:
         ctx.exit(dist.launch(nproc, ctx.meta.get(ARGV_KEY, [])))
     try:
@@ -285,8 +298,8 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
             rank = dist.DistRun()
         with rank.failures(), reported(cfg.debug, cfg.verbose):
             Trainer(cfg, explicit, rank).run()
-    except Interrupted:
-        ctx.exit(EXIT_INTERRUPTED)
+    except Interrupted as e:
+        ctx.exit(e.exit_status)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         ctx.exit(EXIT_INTERRUPTED)
@@ -367,6 +380,7 @@ def _check_exclusive(ctx: click.Context, cfg: TrainConfig) -> None:
     if cfg.plot and cfg.no_plot:
         raise click.UsageError("--plot and --no-plot exclude each other", ctx=ctx)
     check_fit_options(ctx, cfg)
+    check_ckpt_options(ctx, cfg)
 
 
 # ----- evaluate and export ---------------------------------------------------------------------------
@@ -463,6 +477,7 @@ def export(
 
 
 cli.add_command(predict_command)
+cli.add_command(verify_resume_command)
 cli.add_command(generate_command)
 
 

@@ -16,28 +16,33 @@ import click
 
 from singa.cli.output import JsonLog
 
-__all__ = ["run_with_restarts", "resume_args", "FINAL_STATUSES"]
+__all__ = ["run_with_restarts", "run_single", "resume_args", "FINAL_STATUSES"]
 
 #: exit statuses after which the job is not started again
 FINAL_STATUSES = (0, 2, 130, 143)
 
 
-def resume_args(args: Sequence[str]) -> list[str]:
-    """``args`` with any ``--resume X`` replaced by ``--resume auto`` (added if absent)
-    and without ``--max-restarts K``."""
+def _without(args: Sequence[str], names: tuple[str, ...]) -> list[str]:
+    """``args`` without the options ``names`` and their values."""
     out: list[str] = []
     skip = False
     for a in args:
         if skip:
             skip = False
-        elif a in ("--resume", "--max-restarts"):
+        elif a in names:
             skip = True
-        elif not a.startswith(("--resume=", "--max-restarts=")):
+        elif not a.startswith(tuple(n + "=" for n in names)):
             out.append(a)
-    return [*out, "--resume", "auto"]
+    return out
 
 
-def _single(args: Sequence[str]) -> int:
+def resume_args(args: Sequence[str]) -> list[str]:
+    """``args`` with any ``--resume X`` replaced by ``--resume auto`` (added if absent)
+    and without ``--max-restarts K``."""
+    return [*_without(args, ("--resume", "--max-restarts")), "--resume", "auto"]
+
+
+def run_single(args: Sequence[str]) -> int:
     """Run one process of ``singa-train args`` and return its exit status."""
     return subprocess.call([sys.executable, "-m", "singa.cli.main", *args])
 
@@ -65,8 +70,8 @@ def run_with_restarts(
     """Run the job (``launch(args)``: its ranks, or one process) and start it again with
     ``--resume auto`` after each failure, at most ``max_restarts`` times; returns the
     last exit status."""
-    launch = launch or _single
-    rc = launch(list(args))
+    launch = launch or run_single
+    rc = launch(_without(args, ("--max-restarts",)))
     restarts = 0
     while rc not in FINAL_STATUSES and restarts < max_restarts:
         restarts += 1

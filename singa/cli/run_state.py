@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from singa.cli.errors import CliError
 from singa.cli.output import Console
-from singa.parallel.launch import STOP_SIGNAL
+from singa.cli.preempt import StopSignals
 
 __all__ = ["RunState", "RUN_STATE_VERSION", "SigintFlag"]
 
@@ -69,30 +68,30 @@ class RunState:
 
 
 class SigintFlag:
-    """While active, the first Ctrl-C sets ``self.set`` (the loop stops after the
-    current step and saves); a second one raises KeyboardInterrupt at once."""
+    """While active, the first Ctrl-C, SIGTERM or SIGUSR1 (the stop signal forwarded to
+    ranks; see :mod:`singa.cli.preempt`) sets ``self.set`` (the loop stops after the
+    current step and saves); a second one raises KeyboardInterrupt at once.
+    ``exit_status`` is 130 after Ctrl-C, 143 after SIGTERM or SIGUSR1."""
 
     def __init__(self, console: Console):
         self.console = console
         self.set = False
-        self._prev: Any = None
+        self.signals = StopSignals(self._handler)
 
     def _handler(self, signum: int, frame: Any) -> None:
         if self.set:
             raise KeyboardInterrupt
         self.set = True
-        self.console.warn("interrupted: stopping after this step (Ctrl-C again to quit at once)")
+        name = signal.Signals(signum).name if signum != signal.SIGINT else "interrupted"
+        self.console.warn(f"{name}: stopping after this step (Ctrl-C again to quit at once)")
+
+    @property
+    def exit_status(self) -> int:
+        """The exit status of the stop (130 or 143)."""
+        return self.signals.exit_status
 
     @contextlib.contextmanager
     def active(self) -> Iterator[SigintFlag]:
-        """Catch Ctrl-C (and the stop signal forwarded to ranks) for the block."""
-        main = threading.current_thread() is threading.main_thread()
-        if main:
-            self._prev = signal.signal(signal.SIGINT, self._handler)
-            self._prev_stop = signal.signal(STOP_SIGNAL, self._handler)  # Ctrl-C forwarded to ranks
-        try:
+        """Catch Ctrl-C, SIGTERM and SIGUSR1 for the block."""
+        with self.signals:
             yield self
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, self._prev)
-                signal.signal(STOP_SIGNAL, self._prev_stop)

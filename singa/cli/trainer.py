@@ -20,6 +20,7 @@ import numpy as np
 
 from singa import data, image_tool, sonnx
 from singa.checkpoint import CheckpointError
+from singa.cli.ckpt_options import ManagedCheckpoints, resolve_resume
 from singa.cli.common import (
     RUN_STATE_KEY,
     EvalStopped,
@@ -163,11 +164,13 @@ class Trainer:
         """Train; returns the summary dict. Raises :class:`Interrupted` after Ctrl-C
         (the checkpoint saved) and :class:`CliError` for expected failures."""
         cfg = self.cfg
+        resolve_resume(cfg, self.out.warn, self.out.info)  # --resume auto|DIR: a file or none
         stored_run = self._apply_resume_settings() if cfg.resume else None
         dist = self.dist
         dist.only_main_writes(cfg)
         self._prepare_outputs()
         self.files = CheckpointFiles(cfg.checkpoint, cfg.keep)
+        self.managed = ManagedCheckpoints(cfg) if cfg.checkpoint_dir and dist.is_main else None
         dev = make_device(cfg.device)
         ds = dist.rank_first(
             lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
@@ -337,8 +340,18 @@ class Trainer:
     def save(self, state: RunState) -> None:
         """Save the checkpoint (``--checkpoint``, ``{epoch}`` filled in) with the run state;
         every rank waits for it."""
-        path = self.files.path(state.epoch)
-        if path:
+        path = self.files.path(state.epoch) if not self.cfg.checkpoint_dir else None
+        if self.managed is not None:  # --checkpoint-dir (singa/cli/ckpt_options.py)
+            check_params(self.model, state.step, self.cfg)
+            try:
+                self.managed.save(
+                    state.step, self.model, {RUN_STATE_KEY: self._run_json(state)}, state.history
+                )
+            except OSError as e:
+                raise CliError(
+                    f"cannot write a checkpoint in {self.cfg.checkpoint_dir}: {e.strerror or e}"
+                ) from e
+        elif path:
             check_params(self.model, state.step, self.cfg)
             try:
                 self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
@@ -387,7 +400,9 @@ class Trainer:
         out = self.out
         self.save(state)
         self._plot(state.history)
-        saved = self.files.path(state.epoch)
+        saved = self.managed.last if self.managed is not None else self.files.path(state.epoch)
+        if self.managed is not None:
+            self.managed.wait()  # the interrupted step's file is complete before the exit
         log.write(
             "interrupted",
             step=state.step,
@@ -402,7 +417,12 @@ class Trainer:
             )
         else:
             out.warn(f"interrupted at step {state.step}; nothing saved (no --checkpoint given)")
-        raise Interrupted
+        raise Interrupted(self.flag.exit_status)
+
+    def _last_checkpoint(self) -> str | None:
+        if self.managed is not None:
+            return self.managed.last
+        return self.files.written[-1] if self.files.written else self.cfg.checkpoint
 
     def _plot(self, history: list) -> None:
         cfg = self.cfg
@@ -424,6 +444,8 @@ class Trainer:
         self, state: RunState, log: JsonLog, t_run: float, partial: dict | None = None, stop: str = ""
     ) -> dict:
         cfg, out = self.cfg, self.out
+        if self.managed is not None:
+            self.managed.wait()  # a background save is complete (or its error raised) first
         onnx_path = None
         if cfg.export_onnx:
             onnx_path = self.export_onnx(cfg.export_onnx)
@@ -442,7 +464,7 @@ class Trainer:
             "final_val_acc": last.get("val_acc"),
             "best_val_acc": best["val_acc"] if best else None,
             "best_epoch": best["epoch"] if best else None,
-            "checkpoint": self.files.written[-1] if self.files.written else cfg.checkpoint,
+            "checkpoint": self._last_checkpoint(),
             "onnx": onnx_path,
             "log": cfg.log,
             "plot": cfg.plot_path if cfg.plot_path and hist and matplotlib_available() else None,

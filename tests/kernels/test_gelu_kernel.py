@@ -1,0 +1,53 @@
+"""The compiled exact GELU (singa.kernels.gelu) equals the array expression it replaces
+(x * Phi(x) with the vectorised erf of singa.autograd.activation) and PyTorch's float64
+GELU where installed, through the lower tail; its gradient passes the float64 check."""
+
+import numpy as np
+import pytest
+
+from singa import autograd
+from singa.autograd import activation
+from singa.autograd.gradcheck import gradcheck
+from singa.tensor import Tensor
+
+
+def test_kernel_equals_the_array_expression():
+    x = np.concatenate([np.linspace(-40, 10, 2001), np.random.default_rng(0).standard_normal(1000) * 3])
+    got = autograd.gelu(Tensor(data=x, dtype=np.float64)).to_numpy()
+    want = x * activation._normal_cdf(x)  # the numpy path (still used for float16 and GPU arrays)
+    body = x > -8  # beyond, the array expression's tail is cut at erfc(27) and less exact
+    np.testing.assert_allclose(got[body], want[body], rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
+    x32 = x.astype(np.float32)
+    got32 = autograd.gelu(Tensor(data=x32)).to_numpy()
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(
+        got32,
+        (x32.astype(np.float64) * activation._normal_cdf(x32.astype(np.float64))).astype(np.float32),
+        rtol=1e-6,
+        atol=1e-38,
+    )
+    try:  # PyTorch's float64 GELU is (1 + erf) / 2: it cancels in the far lower tail
+        import torch
+    except Exception:
+        return
+    ref = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got[x > -3], ref[x > -3], rtol=1e-12, atol=1e-300)
+
+
+def test_kernel_tail_against_exact_values():
+    # x * erfc(-x / sqrt 2) / 2 to 20 digits (mpmath, 50-digit arithmetic)
+    exact = {
+        -10.0: -7.619853024160526066e-23,
+        -20.0: -5.5072482372124673902e-88,
+        -30.0: -1.4720141781444561179e-196,
+    }
+    x = np.array(list(exact))
+    got = autograd.gelu(Tensor(data=x, dtype=np.float64)).to_numpy()
+    np.testing.assert_allclose(got, list(exact.values()), rtol=1e-12)  # x / sqrt 2 rounds: ~2x^2 ulp
+
+
+@pytest.mark.parametrize("dtype", [np.float64])
+def test_kernel_gradient(dtype):
+    x = np.random.default_rng(1).standard_normal((3, 5)).astype(dtype) * 3
+    gradcheck(autograd.gelu, [x])
