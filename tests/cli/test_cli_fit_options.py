@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cli_helpers import TINY, read_log, run_state
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 
 def test_early_stop_stops_when_val_loss_stops_improving(run, tmp_path):
