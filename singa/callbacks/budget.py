@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from singa.callbacks.base import Callback
-from singa.opt.dist import unwrap_optimizer
+from singa.opt.dist import DistOpt, unwrap_optimizer
 
 __all__ = ["TimeBudget", "parse_duration"]
 
@@ -49,7 +49,8 @@ class TimeBudget(Callback):
     is stretched (or shrunk) so that its end (:meth:`singa.opt.Scheduler.horizon`;
     warm-up included) falls on that step, capped at the steps the run's epochs hold.
     A schedule without an end (or a constant rate) is scaled relative to the run's
-    planned steps.
+    planned steps. Data-parallel ranks (a DistOpt) stop together when any rank's time
+    is up and stretch their schedules by the mean of their estimates.
 
     Args:
         seconds: the budget.
@@ -106,7 +107,7 @@ class TimeBudget(Callback):
         """Re-estimate when due; stop at the budget."""
         self.batches += 1
         elapsed = self.clock() - self.t0
-        if elapsed >= self.seconds:
+        if self._ranks_agree(elapsed >= self.seconds):
             self.stopped = True
             self.model.stop_training = True
             return
@@ -118,14 +119,30 @@ class TimeBudget(Callback):
         if due:
             self._estimate(elapsed)
 
+    def _dist(self) -> DistOpt | None:
+        opt = getattr(self.model, "optimizer", None)
+        return opt if isinstance(opt, DistOpt) and opt.world_size > 1 else None
+
+    def _ranks_agree(self, over: bool) -> bool:
+        """Data-parallel ranks stop at the same step: when any rank's time is up."""
+        dist = self._dist()
+        return dist.all_reduce_any(over) if dist is not None else over
+
+    def _ranks_mean(self, total: int) -> int:
+        """Data-parallel ranks fit one schedule: the mean of their estimates."""
+        dist = self._dist()
+        if dist is None:
+            return total
+        return int(dist.communicator.sum_scalars([float(total)])[0] / dist.world_size)
+
     def _estimate(self, elapsed: float) -> None:
         opt = unwrap_optimizer(self.model.optimizer)
         t1, steps1 = self.first
         done = opt.steps - steps1
-        if done <= 0 or elapsed <= t1:
+        if done <= 0:  # the same on every rank (they step together)
             return
-        per_step = (elapsed - t1) / done
-        total = opt.steps + int((self.seconds - elapsed) / per_step)
+        per_step = max(elapsed - t1, 1e-9) / done
+        total = self._ranks_mean(opt.steps + int((self.seconds - elapsed) / per_step))
         if self.planned_steps is not None:
             total = min(total, self.planned_steps)
         self.horizon = max(total, opt.steps + 1)

@@ -22,6 +22,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -287,8 +288,8 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
     if cfg.max_restarts:  # singa/cli/restart.py: the job in child processes, restarted on failure
         from singa.cli.restart import run_single, run_with_restarts
 
-        def launch(args: list[str]) -> int:
-            return dist.launch(nproc, args) if nproc is not None and nproc > 1 else run_single(args)
+        def launch(args: Sequence[str]) -> int:
+            return dist.launch(nproc, list(args)) if nproc is not None and nproc > 1 else run_single(args)
 
         ctx.exit(run_with_restarts(ctx.meta.get(ARGV_KEY, []), cfg.max_restarts, launch, cfg.log))
     if nproc is not None and nproc > 1:
