@@ -75,7 +75,7 @@ class Snapshot:
         fd, tmp = tempfile.mkstemp(prefix=".snapshot-", suffix=".npz", dir=folder)
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **pending)
+                np.savez(fh, allow_pickle=False, **pending)
             os.replace(tmp, self.path)
         except BaseException:
             os.unlink(tmp)

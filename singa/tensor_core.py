@@ -179,7 +179,7 @@ class Tensor:
         """A numpy copy of the values (always on the host)."""
         if self.device.xp is np:
             return self.data.copy()
-        return self.data.get()
+        return self.device.xp.asnumpy(self.data)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.to_numpy()

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype, unbroadcast
+from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "masked_softmax"]

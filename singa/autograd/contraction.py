@@ -17,7 +17,8 @@ import string
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["einsum"]

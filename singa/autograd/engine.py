@@ -210,7 +210,7 @@ def _viewing_backward(raw: Any) -> Any:
             return out
         return gradient_views(out)
 
-    backward._backward_arrays = raw
+    backward._backward_arrays = raw  # pyright: ignore[reportAttributeAccessIssue]  (a function attribute)
     return backward
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module, check_same_dtype
+from singa.autograd.engine import Operation, check_same_dtype
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["silu", "hardswish", "mish"]

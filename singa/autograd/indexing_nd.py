@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
 from singa.autograd.shaping import check_axis, lift, scatter_add
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["gather_elements", "gather_nd", "scatter_nd"]

@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["slice_like", "sinusoidal_table"]

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["depth_to_space", "space_to_depth", "DepthToSpace", "SpaceToDepth", "col2im"]

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from singa.autograd.engine import Operation, array_module
+from singa.autograd.engine import Operation
 from singa.autograd.shaping import check_axis
+from singa.device import array_module
 from singa.tensor import Tensor
 
 __all__ = ["topk"]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from singa.callbacks.base import Callback
-from singa.opt.dist import unwrap_optimizer
+from singa.opt.dist import DistOpt, unwrap_optimizer
 
 __all__ = ["TimeBudget", "parse_duration"]
 
@@ -44,11 +44,13 @@ class TimeBudget(Callback):
     """Stop training once ``seconds`` have passed since it began, and fit the
     learning-rate schedule to the time: after ``estimate_after`` training batches,
     and again every ``every`` batches, the number of optimizer steps that fit in the
-    budget is estimated from the measured time per step, and the optimizer's schedule
+    budget is estimated from the time per step measured since the first batch ended
+    (the first one compiles and traces), and the optimizer's schedule
     is stretched (or shrunk) so that its end (:meth:`singa.opt.Scheduler.horizon`;
     warm-up included) falls on that step, capped at the steps the run's epochs hold.
     A schedule without an end (or a constant rate) is scaled relative to the run's
-    planned steps.
+    planned steps. Data-parallel ranks (a DistOpt) stop together when any rank's time
+    is up and stretch their schedules by the mean of their estimates.
 
     Args:
         seconds: the budget.
@@ -91,7 +93,7 @@ class TimeBudget(Callback):
         self.batches = 0
         self.stopped = False
         opt = unwrap_optimizer(self.model.optimizer)
-        self.steps0 = opt.steps
+        self.first = (0.0, opt.steps)
         accumulate = int(self.params.get("accumulate", 1))
         planned = self.params.get("planned_batches")
         self.planned_steps = None if planned is None else opt.steps + math.ceil(planned / accumulate)
@@ -105,22 +107,42 @@ class TimeBudget(Callback):
         """Re-estimate when due; stop at the budget."""
         self.batches += 1
         elapsed = self.clock() - self.t0
-        if elapsed >= self.seconds:
+        if self._ranks_agree(elapsed >= self.seconds):
             self.stopped = True
             self.model.stop_training = True
             return
+        if self.batches == 1:  # the rate is measured from here: the first step compiles and traces
+            self.first = (elapsed, unwrap_optimizer(self.model.optimizer).steps)
         due = self.batches == self.estimate_after or (
             self.batches > self.estimate_after and (self.batches - self.estimate_after) % self.every == 0
         )
         if due:
             self._estimate(elapsed)
 
+    def _dist(self) -> DistOpt | None:
+        opt = getattr(self.model, "optimizer", None)
+        return opt if isinstance(opt, DistOpt) and opt.world_size > 1 else None
+
+    def _ranks_agree(self, over: bool) -> bool:
+        """Data-parallel ranks stop at the same step: when any rank's time is up."""
+        dist = self._dist()
+        return dist.all_reduce_any(over) if dist is not None else over
+
+    def _ranks_mean(self, total: int) -> int:
+        """Data-parallel ranks fit one schedule: the mean of their estimates."""
+        dist = self._dist()
+        if dist is None:
+            return total
+        return int(dist.communicator.sum_scalars([float(total)])[0] / dist.world_size)
+
     def _estimate(self, elapsed: float) -> None:
         opt = unwrap_optimizer(self.model.optimizer)
-        done = opt.steps - self.steps0
-        if done <= 0 or elapsed <= 0:
+        t1, steps1 = self.first
+        done = opt.steps - steps1
+        if done <= 0:  # the same on every rank (they step together)
             return
-        total = self.steps0 + int(self.seconds * done / elapsed)
+        per_step = max(elapsed - t1, 1e-9) / done
+        total = self._ranks_mean(opt.steps + int((self.seconds - elapsed) / per_step))
         if self.planned_steps is not None:
             total = min(total, self.planned_steps)
         self.horizon = max(total, opt.steps + 1)

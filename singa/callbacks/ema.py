@@ -43,9 +43,8 @@ class EMA(Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         """Start the averages at the current weights (kept if already started, e.g.
         loaded from a checkpoint)."""
-        params = self.model.get_params()
-        if set(self.average) != set(params):
-            self.average = {n: p.data.copy() for n, p in params.items()}
+        if not self.average:
+            self.average = {n: p.data.copy() for n, p in self.model.get_params().items()}
 
     def on_train_batch_end(self, step: int, logs: dict | None = None) -> None:
         """Move the averages towards the new weights (a model built by fit on its first
@@ -92,7 +91,8 @@ class EMA(Callback):
         return {EMA_PREFIX + n: a for n, a in self.average.items()}
 
     def load_aux(self, aux: dict) -> None:
-        """Take the averages from a checkpoint's aux states."""
+        """Take the averages from a checkpoint's aux states (what ``load_states``
+        returned), to continue a run with them."""
         got = {k[len(EMA_PREFIX) :]: v for k, v in aux.items() if k.startswith(EMA_PREFIX)}
         if got:
             self.average = {n: (v.copy() if hasattr(v, "copy") else v) for n, v in got.items()}

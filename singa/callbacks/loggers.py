@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from singa.callbacks.base import Callback
 
-__all__ = ["CSVLogger", "JSONLogger", "json_value"]
+__all__ = ["CSVLogger", "JSONLogger", "json_value", "json_line"]
 
 
 def json_value(v: Any) -> Any:
@@ -24,6 +24,23 @@ def json_value(v: Any) -> Any:
     if isinstance(v, os.PathLike):
         return os.fspath(v)
     return v
+
+
+def _json_default(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    raise TypeError(f"not JSON serialisable: {v!r}")
+
+
+def json_line(event: str, fields: dict) -> str:
+    """One JSON-lines record (no newline): ``event``, ``time`` (ISO 8601, UTC, seconds)
+    and ``fields`` (nan and infinities as null), strict JSON. ``singa-train --log`` writes
+    its records with it too."""
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    rec = {"event": event, "time": now, **{k: json_value(v) for k, v in fields.items()}}
+    return json.dumps(rec, allow_nan=False, default=_json_default)
 
 
 class CSVLogger(Callback):
@@ -89,7 +106,9 @@ class JSONLogger(Callback):
     """Records as JSON lines, one object per event, each with ``event`` and ``time``
     (ISO 8601, UTC): ``start`` (with ``start_fields``), ``epoch`` (the epoch's logs
     plus ``epoch``, 1-based, and ``step``), ``end``. nan and infinities are written as
-    null, so every line is strict JSON.
+    null, so every line is strict JSON. The lines are :func:`json_line`'s, the writer
+    of ``singa-train --log`` (whose ``epoch`` records name the metrics ``train_loss``,
+    ``val_acc``, ...).
 
     Args:
         path: the file.
@@ -109,9 +128,7 @@ class JSONLogger(Callback):
         """Append one record and flush it."""
         if self._file is None:
             self._file = open(self.path, "a" if self.append else "w", encoding="utf-8")  # noqa: SIM115
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        rec = {"event": event, "time": now, **{k: json_value(v) for k, v in fields.items()}}
-        self._file.write(json.dumps(rec, allow_nan=False, default=json_value) + "\n")
+        self._file.write(json_line(event, fields) + "\n")
         self._file.flush()
 
     def on_train_begin(self, logs: dict | None = None) -> None:

@@ -52,6 +52,7 @@ from singa.checkpoint.info import ArrayInfo, CheckpointInfo, describe
 from singa.checkpoint.layout import FORMAT_VERSION
 from singa.checkpoint.loading import AuxStates, LoadReport
 from singa.checkpoint.manager import CheckpointManager, Restored, newest_valid
+from singa.checkpoint.protocols import HasStates
 from singa.checkpoint.reader import read_checkpoint
 from singa.checkpoint.weights import load_weights, save_weights
 from singa.tensor import Tensor
@@ -63,6 +64,7 @@ __all__ = [
     "AuxStates",
     "ArrayInfo",
     "CheckpointInfo",
+    "HasStates",
     "FORMAT_VERSION",
     "save_model",
     "load_model",
@@ -81,7 +83,9 @@ __all__ = [
 
 
 # ----- public API ----------------------------------------------------------------------------------
-def save_model(model: Any, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False) -> str:
+def save_model(
+    model: HasStates, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False
+) -> str:
     """Save ``model``'s states, its optimizer's states (when ``set_optimizer`` was
     used), the random state of its device, and ``aux_states`` to the zip ``fpath``
     (overwritten atomically). ``aux_states`` values may be Tensors, numpy arrays,
@@ -89,10 +93,18 @@ def save_model(model: Any, fpath: Any, aux_states: Mapping | None = None, *, com
     with string keys). ``compress=True`` deflates the arrays (slower, smaller).
     Returns the path written."""
     opt = getattr(model, "optimizer", None)
-    return _saving.save(fpath, model, opt, None, aux_states, True, compress)
+    return _saving.save(
+        fpath,
+        layer=model,
+        optimizer=opt,
+        params=None,
+        aux_states=aux_states,
+        with_rng=True,
+        compress=compress,
+    )
 
 
-def load_model(model: Any, fpath: Any, strict: bool = True) -> AuxStates:
+def load_model(model: HasStates, fpath: Any, strict: bool = True) -> AuxStates:
     """Restore what :func:`save_model` wrote (or an Apache SINGA checkpoint) into
     ``model``, its optimizer and its device's random generator; returns the
     ``aux_states`` dict (Tensors on the model's device, arrays, JSON values).
@@ -103,18 +115,28 @@ def load_model(model: Any, fpath: Any, strict: bool = True) -> AuxStates:
     :class:`CheckpointWarning`. Values are copied in place into the existing arrays
     (graph traces stay valid). Parameters that a not-yet-compiled model creates
     lazily are filled in when they are created (before their first use)."""
-    return _loading.load(fpath, model, "model", None, strict, True)
+    return _loading.load(fpath, layer=model, optimizer="model", params=None, strict=strict, with_rng=True)
 
 
-def save_layer(layer: Any, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False) -> str:
+def save_layer(
+    layer: HasStates, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False
+) -> str:
     """Save a layer's parameters and buffers (no optimizer, no random state)."""
-    return _saving.save(fpath, layer, None, None, aux_states, False, compress)
+    return _saving.save(
+        fpath,
+        layer=layer,
+        optimizer=None,
+        params=None,
+        aux_states=aux_states,
+        with_rng=False,
+        compress=compress,
+    )
 
 
-def load_layer(layer: Any, fpath: Any, strict: bool = True) -> AuxStates:
+def load_layer(layer: HasStates, fpath: Any, strict: bool = True) -> AuxStates:
     """Load parameters and buffers into a layer (see :func:`load_model`); optimizer
     and random states in the file are ignored."""
-    return _loading.load(fpath, layer, None, None, strict, False)
+    return _loading.load(fpath, layer=layer, optimizer=None, params=None, strict=strict, with_rng=False)
 
 
 def save_optimizer(
@@ -127,7 +149,15 @@ def save_optimizer(
 ) -> str:
     """Save an optimizer's states on their own; ``params`` names the parameters it
     updates (e.g. ``model.get_params()``)."""
-    return _saving.save(fpath, None, optimizer, params, aux_states, False, compress)
+    return _saving.save(
+        fpath,
+        layer=None,
+        optimizer=optimizer,
+        params=params,
+        aux_states=aux_states,
+        with_rng=False,
+        compress=compress,
+    )
 
 
 def load_optimizer(
@@ -135,7 +165,7 @@ def load_optimizer(
 ) -> AuxStates:
     """Restore an optimizer's states saved by :func:`save_optimizer` or
     :func:`save_model`; ``params`` maps names to the parameters it updates."""
-    return _loading.load(fpath, None, optimizer, params, strict, False)
+    return _loading.load(fpath, layer=None, optimizer=optimizer, params=params, strict=strict, with_rng=False)
 
 
 def read(fpath: Any, verify: bool = False) -> CheckpointInfo:

@@ -201,6 +201,8 @@ def snapshot(
     state. With ``copy=True`` every array is copied, so training may go on changing
     the live arrays while the snapshot is written (asynchronous saving)."""
     optimizer = unwrap_optimizer(optimizer)  # a DistOpt saves the optimizer it wraps
+    if params is None and layer is not None:
+        params = layer.get_params() or None  # walked once for the optimizer and the device
     pending = _lazy.pending_of(layer) if layer is not None else None
     entries = _model_entries(layer, pending) if layer is not None else []
     opt_json = None
@@ -210,7 +212,7 @@ def snapshot(
     aux_entries, aux_json = _aux_entries(aux_states)
     entries += aux_entries
     _check_unique(entries)
-    dev = states_device(layer, params)
+    dev = states_device(None if params else layer, params)
     dev_name = "cpu" if not dev.is_gpu else f"cuda:{dev.id}"
     rng = None
     if with_rng:

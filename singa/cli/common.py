@@ -128,8 +128,8 @@ def make_optimizer(cfg: TrainConfig, steps_per_epoch: int) -> opt.Optimizer:
 
 
 def count_params(model: Any) -> int:
-    """Number of trainable parameter values."""
-    return sum(t.size() for t in model.get_params().values())
+    """Number of trainable parameter values (frozen ones, without ``requires_grad``, not counted)."""
+    return sum(t.size() for t in model.get_params().values() if t.requires_grad)
 
 
 def create_model(name: str, info: data.DatasetInfo, model_args: Any = ()) -> Any:

@@ -3,7 +3,8 @@
 Expected failures (missing data, a checkpoint that does not match the model, an
 unwritable output path, no GPU) end the command with one line on stderr and exit
 status 1; ``--debug`` shows the traceback instead. Usage errors (bad options, a bad
-config file) are click's and exit with status 2. Ctrl-C exits with status 130.
+config file) are click's and exit with status 2. Ctrl-C exits with status 130, SIGTERM or
+SIGUSR1 (a preemption) with 143.
 """
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ def check_fit_options(ctx: click.Context, cfg: Any) -> None:
             "or a --checkpoint-dir",
             ctx=ctx,
         )
+    if cfg.accumulate > 1 and cfg.precision == "mixed":
+        raise click.UsageError("--accumulate does not work with --precision mixed yet", ctx=ctx)
     if cfg.tensorboard:
         try:
             import tensorboardX  # noqa: F401

@@ -12,7 +12,8 @@
     mpiexec -n 4 singa-train --checkpoint ck.zip  # the same, started by mpiexec
 
 Exit status: 0 on success, 1 for a failure (one line on stderr; ``--debug`` shows the
-traceback), 2 for a usage error, 130 after Ctrl-C (the checkpoint saved first).
+traceback), 2 for a usage error, 130 after Ctrl-C and 143 after SIGTERM or SIGUSR1 (the
+checkpoint saved first).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -132,7 +134,8 @@ def _data_dir_type() -> click.Path:
     cls=_TrainCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Also: `singa-train evaluate CHECKPOINT` and `singa-train export CHECKPOINT --onnx PATH` "
-    "(see their --help). Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted.",
+    "(see their --help); `singa-train verify-resume [MODEL] [OPTIONS]` checks that a resume is exact. "
+    "Exit status: 0 done, 1 failure, 2 usage error, 130 interrupted, 143 stopped by SIGTERM/SIGUSR1.",
 )
 @click.argument("model", required=False, type=_model_type(), metavar="MODEL")
 @click.option(
@@ -285,8 +288,8 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
     if cfg.max_restarts:  # singa/cli/restart.py: the job in child processes, restarted on failure
         from singa.cli.restart import run_single, run_with_restarts
 
-        def launch(args: list[str]) -> int:
-            return dist.launch(nproc, args) if nproc is not None and nproc > 1 else run_single(args)
+        def launch(args: Sequence[str]) -> int:
+            return dist.launch(nproc, list(args)) if nproc is not None and nproc > 1 else run_single(args)
 
         ctx.exit(run_with_restarts(ctx.meta.get(ARGV_KEY, []), cfg.max_restarts, launch, cfg.log))
     if nproc is not None and nproc > 1:

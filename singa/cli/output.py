@@ -7,8 +7,6 @@ warnings go to stderr. The bar is drawn only when stderr is a terminal.
 
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import os
 import sys
@@ -17,6 +15,8 @@ from typing import Any, TextIO
 
 import click
 from tqdm import tqdm
+
+from singa.callbacks.loggers import json_line
 
 __all__ = ["Console", "JsonLog", "Progress", "write_plot", "format_epoch", "fmt_time"]
 
@@ -129,9 +129,7 @@ class JsonLog:
         """Append one record and flush it."""
         if self.f is None:
             return
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        rec = {"event": event, "time": now, **fields}
-        self.f.write(json.dumps(rec, allow_nan=False, default=_json_default) + "\n")
+        self.f.write(json_line(event, fields) + "\n")
         self.f.flush()
 
     def close(self) -> None:
@@ -139,14 +137,6 @@ class JsonLog:
         if self.f is not None:
             self.f.close()
             self.f = None
-
-
-def _json_default(v: Any) -> Any:
-    if hasattr(v, "item"):
-        return v.item()
-    if isinstance(v, os.PathLike):
-        return os.fspath(v)
-    raise TypeError(f"not JSON serialisable: {v!r}")
 
 
 def matplotlib_available() -> bool:

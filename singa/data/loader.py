@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -77,6 +77,8 @@ def dataset_mean_std(
         s, sq = xb.sum(axis=(0, 2)), np.square(xb).sum(axis=(0, 2))
         total, total_sq = (s, sq) if total is None else (total + s, total_sq + sq)
         count += xb.shape[0] * xb.shape[2]
+    if total is None or total_sq is None:  # (n > 0 was checked: the loader gave a batch)
+        raise ValueError("dataset_mean_std: the loader gave no batch")
     mean = total / count
     var = np.maximum(total_sq / count - mean**2, 0.0)
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
@@ -193,7 +195,7 @@ class DataLoader:
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy % (2**63))
+            seed = cast(int, np.random.SeedSequence().entropy) % (2**63)
         self.seed = int(seed)
         self.epoch = 0
         self.transform = transform

@@ -229,7 +229,7 @@ class Layer:
         while True:
             owner = node.__dict__.get("_owner")
             parent = None if owner is None else owner[0]()
-            if parent is None or id(parent) in seen:
+            if owner is None or parent is None or id(parent) in seen:
                 return ".".join(reversed(parts))
             node = parent
             seen.add(id(node))

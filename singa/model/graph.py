@@ -248,6 +248,12 @@ class Graph:
             the memory optimizations described in the module docstring (False).
     """
 
+    #: whether the graph holds weights computed from the parameters (BatchNorm folded
+    #: into them, Winograd filters; see :mod:`singa.model.inference`): then it is valid
+    #: only while the parameters keep their ``stamp``
+    folded: bool = False
+    stamp: Any = None
+
     def __init__(self, rec: Recorder, out_template: Any, out_arrays: Sequence[Any], sequential: bool):
         self.dev = rec.dev
         self.sequential = sequential

@@ -292,8 +292,10 @@ class Model(Layer):
 
     def _call_graph(self, fn: Any, training: bool, args: tuple, kwargs: dict) -> Any:
         tensors = [v for v in list(args) + [kwargs[k] for k in sorted(kwargs)] if isinstance(v, Tensor)]
-        key = self._signature(training, args, kwargs) if tensors else None
-        dev = tensors[0].device if tensors else None
+        if not tensors:
+            return fn(*args, **kwargs)  # nothing to trace: eager
+        key = self._signature(training, args, kwargs)
+        dev = tensors[0].device
         if key is None or dev.recorder is not None or any(t.device is not dev for t in tensors):
             return fn(*args, **kwargs)  # not traceable (or already being recorded): eager
         if dev.profiler is not None:

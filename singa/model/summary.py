@@ -127,6 +127,33 @@ def _macs(layer: Layer, out_shape: Any) -> int:
     return per_channel * int(w.size())
 
 
+def _trainable(t: Any) -> bool:
+    return bool(t.stores_grad and t.requires_grad)  # frozen: no requires_grad
+
+
+def _trainable_label(ts: list) -> str:
+    flags = [_trainable(t) for t in ts]
+    if not flags:
+        return "-"
+    if all(flags):
+        return "yes"
+    return "no" if not any(flags) else "partly"
+
+
+def _totals(states: list, rows: list[dict], out_shape: Any) -> dict:
+    params = sum(t.size() for t in states)
+    trainable = sum(t.size() for t in states if _trainable(t))
+    return {
+        "params": params,
+        "trainable": trainable,
+        "non_trainable": params - trainable,
+        "trainable_fraction": trainable / params if params else 0.0,
+        "bytes": sum(int(t.data.nbytes) for t in states),
+        "macs": sum(r["macs"] for r in rows),
+        "output_shape": out_shape,
+    }
+
+
 def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[list[dict], dict]:
     """The table's rows (``name``, ``type``, ``output_shape``, ``params``,
     ``trainable``, ``macs``) and totals (``params``, ``trainable``, ``non_trainable``,
@@ -141,36 +168,18 @@ def layer_rows(model: Any, input_shape: Any = None, dtype: Any = None) -> tuple[
         own[_owner(sname, names)].append(t)
     rows = []
     for name, layer in layers.items():
-        ts = own[name]
         shape = captured.get(id(layer))
-        trainable = [t.stores_grad for t in ts]
         rows.append(
             {
                 "name": name,
                 "type": type(layer).__name__,
                 "output_shape": shape,
-                "params": sum(t.size() for t in ts),
-                "trainable": "-"
-                if not ts
-                else "yes"
-                if all(trainable)
-                else "no"
-                if not any(trainable)
-                else "partly",
+                "params": sum(t.size() for t in own[name]),
+                "trainable": _trainable_label(own[name]),
                 "macs": _macs(layer, shape),
             }
         )
-    states = list(model.get_states().values())
-    params = [t for t in states if t.stores_grad]
-    totals = {
-        "params": sum(t.size() for t in states),
-        "trainable": sum(t.size() for t in params),
-        "bytes": sum(int(t.data.nbytes) for t in states),
-        "macs": sum(r["macs"] for r in rows),
-        "output_shape": out_shape,
-    }
-    totals["non_trainable"] = totals["params"] - totals["trainable"]
-    totals["trainable_fraction"] = totals["trainable"] / totals["params"] if totals["params"] else 0.0
+    totals = _totals(list(model.get_states().values()), rows, out_shape)
     return [r for r in rows if r["params"] or r["output_shape"] is not None], totals
 
 

@@ -17,7 +17,7 @@ as eager steps do, and slots replaced by :meth:`Optimizer.set_states` are picked
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -119,13 +119,13 @@ class Optimizer:
     #: names of the per-parameter state arrays this optimizer may keep
     slot_names: tuple[str, ...] = ()
 
-    def __init__(self, lr: Any, dtype: Any = None, clip_norm: float | None = None):
+    def __init__(self, lr: float | Callable[[int], float], dtype: Any = None, clip_norm: float | None = None):
         name = type(self).__name__
         if not (isinstance(lr, Scheduler) or callable(lr) or (_number(lr) and lr >= 0)):
             raise ValueError(f"{name}: lr must be a number >= 0 or a scheduler, got {lr!r}")
         if clip_norm is not None and not (_number(clip_norm) and clip_norm > 0):
             raise ValueError(f"{name}: clip_norm must be None or a number > 0, got {clip_norm!r}")
-        self.lr = lr if callable(lr) else float(lr)
+        self.lr: float | Callable[[int], float] = lr if callable(lr) else float(lr)
         self.clip_norm = None if clip_norm is None else float(clip_norm)
         self.dtype = _float_dtype(name, dtype)
         self.loss_scaler: Any = None
@@ -134,13 +134,13 @@ class Optimizer:
         self._slots: dict[Tensor, dict[str, Any]] = {}
         self._param_steps: dict[Tensor, int] = {}
         self._names: dict[Tensor, Any] = {}
-        self._pending: dict[Any, dict[str, Any]] = {}
+        self._pending: dict[Any, tuple[dict[str, Any], int]] = {}
 
     # ----- the learning rate and steps ------------------------------------------------
     def get_lr(self) -> float:
         """The learning rate of the current step."""
         lr = self.lr
-        return float(lr(self.steps)) if callable(lr) else lr
+        return float(lr(self.steps)) if callable(lr) else float(lr)
 
     @property
     def lr_value(self) -> Tensor:
@@ -274,6 +274,8 @@ class Optimizer:
     __call__ = backward_and_update
 
     def _clip(self, *grads: Any) -> tuple:
+        if self.clip_norm is None:
+            return grads
         clipped, self.last_grad_norm = clip_by_global_norm(list(grads), self.clip_norm)
         return tuple(clipped)
 
@@ -416,7 +418,7 @@ def _singa_slot_arrays(cls: str, states: Mapping, singa_slots: dict, by_key: dic
 
 def _count(v: Any) -> bool:
     """An int >= 0 (not a bool)."""
-    return isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 0
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and bool(v >= 0)
 
 
 def _check_header(cls: str, states: Mapping) -> list[str]:

@@ -42,6 +42,7 @@ import numpy as np
 
 import singa.autograd as _ag
 from singa.autograd import elementwise, engine
+from singa.device import array_module
 from singa.opt.base import clip_by_global_norm
 from singa.tensor import Tensor
 
@@ -177,7 +178,7 @@ class LossScaler:
         grads = arrays[: len(params)]
         inv = np.float32(1.0 / self.scale)
         unscaled = [_unscale(g, inv) for g in grads]
-        found = not all(bool(engine.array_module(g).isfinite(g).all()) for g in unscaled)
+        found = not all(bool(array_module(g).isfinite(g).all()) for g in unscaled)
         found = self._agree(optimizer, found, any_rank)
         if not found:
             if optimizer.clip_norm is not None:
@@ -261,4 +262,4 @@ def _number(v: Any) -> bool:
 
 def _unscale(g: Any, inv: np.float32) -> Any:
     """``g * inv`` as a new float32 array (exact for a power-of-two scale)."""
-    return engine.array_module(g).multiply(g, inv, dtype=np.float32)
+    return array_module(g).multiply(g, inv, dtype=np.float32)

@@ -89,25 +89,34 @@ def run_ranks(cmd: Sequence[str], env: dict | None = None, **popen: Any) -> int:
     """Run ``cmd`` (from :func:`mpiexec_command`) and return its exit status. The job
     gets its own session, so a terminal's Ctrl-C reaches only this process: the first
     one sends :data:`STOP_SIGNAL` to ``mpiexec`` (which forwards it to every rank),
-    the second SIGTERM (``mpiexec`` then ends every rank)."""
+    the second SIGTERM (``mpiexec`` then ends every rank). SIGTERM and SIGUSR1 sent
+    to this process (a scheduler preempting the job) are passed on the same way; the
+    ranks stop at the same step, rank 0 saves, and the status is 143 (130 after
+    Ctrl-C)."""
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True, **popen)
-    presses = [0]
+    received: list[int] = []
 
     def forward(signum: int, frame: Any) -> None:
-        presses[0] += 1
-        proc.send_signal(STOP_SIGNAL if presses[0] == 1 else signal.SIGTERM)
+        received.append(signum)
+        proc.send_signal(STOP_SIGNAL if len(received) == 1 else signal.SIGTERM)
 
-    previous = signal.signal(signal.SIGINT, forward)
+    stops = (signal.SIGINT, signal.SIGTERM, STOP_SIGNAL)
+    previous = {s: signal.signal(s, forward) for s in stops}
     try:
         while True:
             try:
-                return proc.wait()
+                rc = proc.wait()
+                break
             except KeyboardInterrupt:  # pragma: no cover - the handler replaces it
                 continue
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         if proc.poll() is None:  # pragma: no cover - only when wait itself failed
             proc.kill()
+    if received and rc in (130, 143):  # the ranks stopped and saved: say which signal it was
+        return 130 if received[0] == signal.SIGINT else 143
+    return rc
 
 
 def join_processes(procs: Sequence[Any], grace: float = 10.0, poll: float = 0.5) -> list[int]:

@@ -30,7 +30,19 @@ from singa.layer.conv import Conv2d
 from singa.layer.linear import Linear
 from singa.tensor import Tensor
 
-__all__ = ["LoRALayer", "LinearLoRALayer", "Conv2dLoRALayer", "lora_scaling"]
+__all__ = ["LoRALayer", "LinearLoRALayer", "Conv2dLoRALayer", "lora_scaling", "set_frozen"]
+
+
+def set_frozen(tensors: Any, frozen: bool) -> None:
+    """Freeze (or unfreeze) parameters as :meth:`singa.model.Model.freeze` does: a
+    frozen one keeps ``stores_grad`` (it stays among ``get_params()``, so mixed
+    precision still casts it and checkpoints list it) but loses ``requires_grad``, so
+    autograd computes no gradient for it and the optimizer gives it no slots."""
+    for t in tensors:
+        if t is not None:
+            t.requires_grad = not frozen
+            if not frozen:
+                t.stores_grad = True
 
 
 def lora_scaling(r: int, lora_alpha: float, use_rslora: bool = False) -> float:
@@ -57,7 +69,7 @@ class LoRALayer(Layer):
     The adapter tensors are created as soon as the base layer has its weight (at
     construction for a base that was called or sized already, else on the first
     call) on the weight's device and with its dtype. The base's ``W`` and ``b`` are
-    frozen then (no gradient, not among the parameters, so no optimizer slots).
+    frozen then (:func:`set_frozen`: no gradient, so no optimizer slots).
     """
 
     def __init__(
@@ -130,11 +142,9 @@ class LoRALayer(Layer):
         self.create_adapters()
 
     def freeze_pretrained_weight(self, freeze: bool = True) -> None:
-        """Freeze (or unfreeze) the base layer's ``W`` and ``b`` (SINGA's method)."""
-        for t in (self.base_layer.W, getattr(self.base_layer, "b", None)):
-            if t is not None:
-                t.requires_grad = not freeze
-                t.stores_grad = not freeze
+        """Freeze (or unfreeze) the base layer's ``W`` and ``b`` (SINGA's method; see
+        :func:`set_frozen`)."""
+        set_frozen((self.base_layer.W, getattr(self.base_layer, "b", None)), freeze)
 
     def adapters(self) -> dict[str, Tensor]:
         """``{"lora_A": ..., "lora_B": ...}`` (empty before they are created)."""

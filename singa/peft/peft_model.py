@@ -165,16 +165,32 @@ class PeftModel(Model):
         return self._base.sublayers()
 
     def get_params(self) -> dict[str, Tensor]:
-        """The trainable tensors (adapters, ``modules_to_save``) by name."""
-        return self._base.get_params()
+        """The trainable tensors (adapters, ``modules_to_save``) by name, as SINGA's
+        PeftModel lists them (the base model's own ``get_params()`` also lists the
+        frozen weights, which keep ``stores_grad``; see :func:`singa.peft.set_frozen`)."""
+        return {n: t for n, t in self._base.get_params().items() if t.requires_grad}
 
     def get_states(self) -> dict[str, Tensor]:
         """Every tensor of the base model (frozen weights too) by name."""
         return self._base.get_states()
 
     def set_params(self, params: Any, strict: bool = True) -> Any:
-        """The base model's ``set_params``."""
-        result = self._base.set_params(params, strict)
+        """Copy values into the trainable tensors (those of :meth:`get_params`);
+        with ``strict`` every name, shape and dtype is checked first (ValueError,
+        nothing changed)."""
+        own = self.get_params()
+        if strict and isinstance(params, dict):
+            problems = [f"missing: {n}" for n in own if n not in params]
+            problems += [f"unexpected: {n}" for n in params if n not in own]
+            problems += [
+                f"mismatched: {n}: expected {own[n].shape} {own[n].dtype}, found {tuple(v.shape)} {v.dtype}"
+                for n, v in params.items()
+                if n in own and (tuple(v.shape) != own[n].shape or v.dtype != own[n].dtype)
+            ]
+            if problems:
+                raise ValueError("PeftModel.set_params: " + "; ".join(problems))
+        given = {n: v for n, v in params.items() if n in own} if isinstance(params, dict) else params
+        result = self._base.set_states(given, strict=False)
         self._refresh()
         return result
 
@@ -219,14 +235,9 @@ class PeftModel(Model):
         return self._base
 
     def get_nb_trainable_parameters(self) -> tuple[int, int]:
-        """(trainable values, all parameter values including the frozen ones)."""
-        trainable = _count(self._base.get_params().values())
-        frozen = {id(t): t for t in getattr(self.tuner, "frozen", [])}
-        for lora in self.tuner.lora_layers(self._base).values():
-            base_weights = (lora.base_layer.W, getattr(lora.base_layer, "b", None))
-            frozen.update((id(t), t) for t in base_weights if t is not None)
-        params = {id(t) for t in self._base.get_params().values()}
-        return trainable, trainable + _count(t for i, t in frozen.items() if i not in params)
+        """(trainable values, all parameter values including the frozen ones), as
+        peft counts them."""
+        return _count(self.get_params().values()), _count(self._base.get_params().values())
 
     def trainable_fraction(self) -> float:
         """The fraction of parameter values that train (0 for a model without any)."""

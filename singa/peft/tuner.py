@@ -11,7 +11,7 @@ from singa.layer.conv import Conv2d
 from singa.layer.linear import Linear
 from singa.model.model import Model
 from singa.peft.config import LinearLoraConfig, PeftConfig
-from singa.peft.layers import Conv2dLoRALayer, LinearLoRALayer, LoRALayer
+from singa.peft.layers import Conv2dLoRALayer, LinearLoRALayer, LoRALayer, set_frozen
 from singa.peft.registry import PeftRegistry
 from singa.peft.targets import find_layer, match_layers, replace_layer
 from singa.tensor import Tensor
@@ -54,19 +54,15 @@ class BaseTuner:
 
     @staticmethod
     def freeze_base_parameters(base_model: Layer) -> list[Tensor]:
-        """Freeze every parameter of ``base_model`` (no gradient, no longer among
-        its parameters); returns the tensors frozen."""
-        params = list(base_model.get_params().values())
-        for v in params:
-            v.requires_grad = False
-            v.stores_grad = False
+        """Freeze every trainable parameter of ``base_model`` (:func:`set_frozen`: no
+        gradient, no optimizer slots); returns the tensors frozen."""
+        params = [t for t in base_model.get_params().values() if t.requires_grad]
+        set_frozen(params, True)
         return params
 
 
 def _unfreeze(tensors: list[Tensor]) -> None:
-    for t in tensors:
-        t.requires_grad = True
-        t.stores_grad = True
+    set_frozen(tensors, False)
 
 
 @PeftRegistry.register("linear_lora")
@@ -167,10 +163,8 @@ class LinearLoraTuner(BaseTuner):
         if not self.config.freeze_base_model:
             return []
         keep = {id(t) for t in self.adapter_tensors(base_model)}
-        new = [t for t in base_model.get_params().values() if id(t) not in keep]
-        for t in new:
-            t.requires_grad = False
-            t.stores_grad = False
+        new = [t for t in base_model.get_params().values() if id(t) not in keep and t.requires_grad]
+        set_frozen(new, True)
         self.frozen += new
         return new
 

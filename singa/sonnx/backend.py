@@ -28,7 +28,7 @@ from singa import autograd
 from singa import device as _device
 from singa.autograd import conv
 from singa.kernels import workers
-from singa.sonnx import checks, registry, subgraph
+from singa.sonnx import checks, narrow, registry, subgraph
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
@@ -144,7 +144,8 @@ class OnnxGraph:
         if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
             self.subgraphs = [self._subgraphs(nd, source) for nd in g.node]
         if problems:
-            raise UnsupportedOperator("ONNX import: unsupported operator(s): " + ", ".join(problems))
+            first = f"ONNX import (opset {self.opset}): unsupported operator(s), first to last: "
+            raise UnsupportedOperator(first + ", ".join(problems))
         for v in list(g.input) + list(g.output):
             if not v.type.HasField("tensor_type"):
                 kind = v.type.WhichOneof("value")
@@ -279,13 +280,13 @@ class OnnxGraph:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
         try:
-            ys = _in_float32(ctx, fn, xs) if _bfloat16_arithmetic(ctx, xs) else fn(ctx, xs)
+            ys = narrow.in_float32(ctx, fn, xs) if narrow.bfloat16_arithmetic(ctx, xs) else fn(ctx, xs)
         except (TypeError, ValueError) as e:
-            narrow = sorted(
+            kinds = sorted(
                 {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
             )
-            if narrow:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
-                raise ctx.unsupported(f"element type {', '.join(narrow)} is not supported ({e})") from e
+            if kinds:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
+                raise ctx.unsupported(f"element type {', '.join(kinds)} is not supported ({e})") from e
             raise
         if isinstance(ys, Tensor):
             ys = (ys,)
@@ -296,32 +297,6 @@ class OnnxGraph:
     def _const(self, arr: np.ndarray) -> Tensor:
         xp = self.device.xp
         return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
-
-
-#: op types that read bfloat16 values as they are (conversions and data movement)
-_BFLOAT16_AS_IS = frozenset({"Cast", "CastLike", "BitCast", "Identity", "Shape", "Size"})
-
-
-def _bfloat16_arithmetic(ctx: NodeContext, xs: list) -> bool:
-    """A node computing on bfloat16 inputs (other than a conversion)."""
-    return ctx.op_type not in _BFLOAT16_AS_IS and any(
-        isinstance(x, Tensor) and x.dtype.name == "bfloat16" for x in xs
-    )
-
-
-def _in_float32(ctx: NodeContext, fn: Handler, xs: list) -> Any:
-    """Run a node on bfloat16 inputs in float32 and round its float32 results back to
-    bfloat16, as onnxruntime's CPU kernels do (bfloat16 has no arithmetic of its own).
-    Computed directly: no gradient reaches the bfloat16 inputs."""
-    bf16 = next(x.dtype for x in xs if isinstance(x, Tensor) and x.dtype.name == "bfloat16")
-    wide = [
-        ctx.wrap(x.data.astype(np.float32)) if isinstance(x, Tensor) and x.dtype == bf16 else x for x in xs
-    ]
-    ys = fn(ctx, wide)
-    single = isinstance(ys, Tensor)
-    ys = [ys] if single else list(ys)
-    ys = [ctx.wrap(y.data.astype(bf16)) if isinstance(y, Tensor) and y.dtype == np.float32 else y for y in ys]
-    return ys[0] if single else ys
 
 
 def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from singa.model import Model
 from singa.zoo import alexnet, cnn, gpt, mlp, resnet, vit, xceptionnet
 from singa.zoo.alexnet import AlexNet
 from singa.zoo.base import SMALL_IMAGE, Classifier
@@ -65,11 +66,11 @@ __all__ = [
     "register",
 ]
 
-_REGISTRY: dict[str, tuple[Callable[..., Classifier], str]] = {}
+_REGISTRY: dict[str, tuple[Callable[..., Model], str]] = {}
 _ALIASES = {"xception": "xceptionnet", "resnet": "resnet18", "lenet": "cnn"}
 
 
-def register(name: str, factory: Callable[..., Classifier], description: str = "") -> None:
+def register(name: str, factory: Callable[..., Model], description: str = "") -> None:
     """Add a model to the registry: ``factory(num_classes=, num_channels=, image_size=,
     **kwargs)`` returns a :class:`~singa.model.Model`. Replaces an existing entry."""
     key = str(name).strip().lower()
@@ -108,7 +109,7 @@ def create(
     num_channels: int = 1,
     image_size: Any = None,
     **kwargs: Any,
-) -> Classifier:
+) -> Model:
     """A new model ``name`` (see :func:`names`) for ``num_classes`` classes and
     ``num_channels`` input channels. ``image_size`` (an int or (H, W)) picks the
     variant of size-dependent models now; None decides on the first call. Other

@@ -221,3 +221,21 @@ def test_verify_resume_detects_a_planted_difference(run, tmp_path):
     )
     assert r.exit_code == 1, r.output + r.stderr
     assert "NOT exact" in r.stdout and "fc.W" in r.stdout
+
+
+def test_async_save_resumes_bitwise(run, tmp_path):
+    common = [*TINY, "--epochs", "1", "--seed", "4", "--checkpoint-dir"]
+    assert run(*common, "full").exit_code == 0
+    r = run(*common, "part", "--async-save", "--save-every", "4", "--max-steps", "9")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert _steps(tmp_path / "part") == [4, 8, 9]  # every background save finished before the exit
+    assert run(*common, "part", "--async-save", "--resume", "auto").exit_code == 0
+    _same_final(tmp_path / "full", tmp_path / "part")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet8", "alexnet", "vit"])
+def test_verify_resume_is_exact_on_the_zoo_models(run, name):
+    r = run("verify-resume", name, "--data", "synthetic", "--batch-size", "16", "--steps", "10", "--at", "3")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "exact: all" in r.stdout

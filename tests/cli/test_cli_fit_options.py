@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cli_helpers import TINY, read_log, run_state
 
-from singa.model import checkpoint
+from singa import checkpoint
 
 
 def test_early_stop_stops_when_val_loss_stops_improving(run, tmp_path):
@@ -69,6 +69,11 @@ def test_accumulate_equals_the_larger_batch(run, tmp_path):
         np.testing.assert_allclose(xa[k], xb[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+def test_accumulate_refuses_mixed_precision(run):
+    r = run(*TINY, "--accumulate", "2", "--precision", "mixed")
+    assert r.exit_code == 2 and "--accumulate does not work with --precision mixed" in r.stderr
+
+
 def test_summary_prints_the_table(run):
     r = run(*TINY, "--max-steps", "1", "--summary")
     assert r.exit_code == 0, r.output + r.stderr
@@ -79,5 +84,10 @@ def test_time_budget(run):
     r = run(*TINY, "--epochs", "2", "--time-budget", "10m")
     assert r.exit_code == 0, r.output + r.stderr
     assert "done: 64 steps, 2 epochs" in r.stdout
+    r = run(*TINY, "--epochs", "2", "--time-budget", "0.001", "--checkpoint", "ck.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "epoch 1/2 (stopped at step 1)" in r.stdout  # the first step (tracing) outlasts 1 ms
+    assert "(stopped by --time-budget)" in r.stdout
+    assert run_state("ck.zip")["state"]["step"] == 1
     r = run(*TINY, "--time-budget", "soon")
     assert r.exit_code == 2 and "not a duration" in r.stderr

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from singa import callbacks, checkpoint, opt
+from singa.model.batches import ArrayBatches
 from tests.fit.fit_helpers import classification, made, params
 
 
@@ -234,3 +235,48 @@ def test_a_failed_checkpoint_save_keeps_the_previous_file(tmp_path):
         made().fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[bad])
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["ck.zip"]  # no temporary file left behind
+
+
+def test_time_budget_measures_the_rate_after_the_first_step():
+    x, y = classification(160)
+
+    class SlowStart(Clock):
+        """The first batch (tracing) takes 10 s, every later one 1 s."""
+
+        def __call__(self):
+            self.t += 10.0 if self.t == 0.0 else 1.0
+            return self.t
+
+    m = made()
+    sched = opt.CosineDecay(0.1, decay_steps=100)
+    m.optimizer.lr = sched
+    clock = SlowStart()
+    clock.t = -1.0
+    budget = callbacks.TimeBudget(40, estimate_after=5, every=5, clock=clock)
+    m.fit(x, y, batch_size=16, epochs=10, verbose=0, callbacks=[budget])
+    # t0 = 0, batch 1 ends at 10, batch k at 9 + k: the budget ends after batch 31
+    assert m.optimizer.steps == 31 and budget.horizon == 31 and sched.decay_steps == 31
+
+
+def test_a_run_continued_from_its_checkpoint_equals_the_uninterrupted_one(tmp_path):
+    x, y = classification(64)
+
+    def run(model, data, initial_epoch=0, ema=None):
+        ema = ema or callbacks.EMA(0.9)
+        ck = callbacks.ModelCheckpoint(tmp_path / "ck-{epoch}.zip")
+        model.fit(data, epochs=3, initial_epoch=initial_epoch, verbose=0, callbacks=[ema, ck])
+        return ema
+
+    full = made()
+    ema_full = run(full, ArrayBatches(x, y, 16, shuffle=True, seed=7))
+    again = made()
+    aux = again.load_states(str(tmp_path / "ck-2.zip"))  # before the first call: applied when built
+    ema = callbacks.EMA(0.9)
+    ema.load_aux(aux)
+    data = ArrayBatches(x, y, 16, shuffle=True, seed=0)
+    data.load_state_dict(aux[callbacks.LOADER_STATE_KEY])
+    run(again, data, initial_epoch=aux[callbacks.FIT_STATE_KEY]["epoch"], ema=ema)
+    for k, v in params(full).items():
+        np.testing.assert_array_equal(v, params(again)[k], err_msg=k)
+    for k, v in ema_full.average.items():
+        np.testing.assert_array_equal(v, ema.average[k], err_msg=k)

@@ -258,3 +258,33 @@ def test_async_error_nobody_collected_is_printed_at_exit(capsys):
     w.submit(boom, "of step 7")
     w.report_at_exit()
     assert "of step 7 failed: disk gone" in capsys.readouterr().err
+
+
+def test_process_exit_waits_for_the_background_write(tmp_path):
+    """The script returns while its save is still being written (slowed down); the
+    interpreter waits for the write, so the checkpoint is there and whole."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time, numpy as np\n"
+        "from singa import checkpoint as ck, layer, model, opt, tensor\n"
+        "real = ck.saving.write_snapshot\n"
+        "def slow(*a, **k):\n"
+        "    time.sleep(1.0)\n"
+        "    return real(*a, **k)\n"
+        "ck.saving.write_snapshot = slow\n"
+        "class M(model.Model):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.fc = layer.Linear(2)\n"
+        "    def forward(self, x): return self.fc(x)\n"
+        "m = M(); m.set_optimizer(opt.SGD(0.1))\n"
+        "m.compile([tensor.from_numpy(np.ones((2, 3), np.float32))], is_train=False)\n"
+        f"ck.CheckpointManager({str(tmp_path)!r}, async_save=True).save(7, m)\n"
+        "print('returned', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "returned"
+    assert ck.newest_valid(tmp_path)[0] == 7

@@ -106,3 +106,35 @@ def test_a_failing_rank_ends_the_cli_job_naming_the_rank(tmp_path):
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("singa-train: rank")]
     assert len(lines) == 1 and lines[0].startswith("singa-train: rank 0 of 2 failed: "), proc.stderr
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_at_one_step_rank_0_saves(tmp_path):
+    """A scheduler's SIGTERM: the ranks stop at the same step, rank 0 saves that step in
+    the --checkpoint-dir, the job exits 143 and --resume auto continues it."""
+    args = [*TINY, "--batch-size", "8", "--epochs", "50", "--nproc", "2", "--checkpoint-dir", "ck"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "singa.cli.main", *args, "--log", "run.jsonl"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("epoch 1/50"):
+            line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-2000:]
+    stopped = [e for e in _events(tmp_path / "run.jsonl") if e["event"] == "interrupted"]
+    assert len(stopped) == 1  # rank 0 alone writes
+    files = sorted(os.listdir(tmp_path / "ck"))
+    assert files[-1] == f"ckpt-{stopped[0]['step']:09d}.zip" and files[0] == "checkpoints.json"
+    r = singa_train(tmp_path, *TINY, "--batch-size", "8", "--epochs", "2", "--checkpoint-dir", "ck",
+                    "--resume", "auto", "-q")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]

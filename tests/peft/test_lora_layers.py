@@ -55,9 +55,16 @@ def test_fresh_adapter_leaves_output_unchanged_and_has_singa_shapes_and_init():
 def test_base_weights_are_frozen_and_only_adapters_are_parameters():
     base = layer.Linear(3, 2)
     lora = LinearLoRALayer(base, r=2)
-    assert list(lora.get_params()) == ["lora_A", "lora_B"]
+    trainable = [n for n, t in lora.get_params().items() if t.requires_grad]
+    assert trainable == ["lora_A", "lora_B"]
+    assert set(lora.get_params()) == {
+        "base_layer.W",
+        "base_layer.b",
+        "lora_A",
+        "lora_B",
+    }  # Model.freeze's way
     assert set(lora.get_states()) == {"base_layer.W", "base_layer.b", "lora_A", "lora_B"}
-    assert not base.W.requires_grad and not base.W.stores_grad and not base.b.stores_grad
+    assert not base.W.requires_grad and not base.b.requires_grad
     x = t32(np.ones((4, 3)), requires_grad=True)
     loss = autograd.sum(lora(x))
     grads = {id(p): g for p, g in autograd.backward(loss)}
@@ -70,7 +77,7 @@ def test_lazy_base_gets_adapters_on_first_call_with_input_dtype():
     y = lora(Tensor(data=np.ones((2, 3)), dtype=np.float64))
     assert y.shape == (2, 4)
     assert lora.lora_A.shape == (2, 3) and lora.lora_A.dtype == np.float64 and lora.lora_B.dtype == np.float64
-    assert not lora.base_layer.W.stores_grad
+    assert not lora.base_layer.W.requires_grad
 
 
 def test_linear_lora_gradcheck_float64():

@@ -80,7 +80,7 @@ def test_globs_nested_containers_conv_and_default_targets():
     assert pm.tuner.targeted_layers == ["conv1", "blocks.0"]
     assert isinstance(net.conv1, Conv2dLoRALayer) and isinstance(net.blocks[0], Conv2dLoRALayer)
     assert sorted(pm.get_params()) == ["blocks.0.lora_A", "blocks.0.lora_B", "conv1.lora_A", "conv1.lora_B"]
-    assert not net.bn1.scale.stores_grad  # the whole base is frozen
+    assert not net.bn1.scale.requires_grad  # the whole base is frozen
     net2 = ConvNet()
     net2.compile([t32(np.zeros((2, 3, 6, 6)))], is_train=False)
     assert get_peft_model(net2, LinearLoraConfig()).tuner.targeted_layers == ["fc"]  # None: every Linear
@@ -94,7 +94,8 @@ def test_lazy_model_gets_adapters_at_compile():
     pm.compile([t32(np.zeros((2, 3, 6, 6)))], is_train=True)
     assert sorted(pm.get_params()) == ["conv1.lora_A", "conv1.lora_B", "fc.lora_A", "fc.lora_B"]
     assert pm.get_params()["fc.lora_A"].name == "fc.lora_A"
-    assert not pm.base_model.conv1.base_layer.W.stores_grad
+    assert not pm.base_model.conv1.base_layer.W.requires_grad
+    assert not pm.base_model.blocks[0].W.requires_grad  # created by compile, frozen then
 
 
 def test_bad_targets_change_nothing():
@@ -217,3 +218,28 @@ def test_merge_and_unload_function_needs_no_tuner():
     assert type(m.linear1) is layer.Linear and type(m.linear2) is layer.Linear
     assert "linear1.W" in m.get_states()
     np.testing.assert_allclose(m(tx).to_numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+def test_mixed_precision_casts_the_frozen_weights_and_trains_the_adapters():
+    m = MLP()
+    m.compile([t32(np.zeros((8, 6)))], is_train=False)
+    pm = get_peft_model(m, LinearLoraConfig(r=2, target_layers=["linear1"]))  # linear2 frozen, no adapter
+    pm.set_optimizer(opt.SGD(0.1))
+    tx, ty = _data()
+    pm.compile([tx], is_train=True, use_graph=True, precision="mixed")
+    W = m.linear2.W.to_numpy().copy()
+    losses = [pm(tx, ty)[1].item() for _ in range(3)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert m.linear2.W.dtype == np.float32  # the master weight is back after each step
+    np.testing.assert_array_equal(m.linear2.W.to_numpy(), W)
+
+
+def test_set_params_round_trip_of_the_trainable_tensors():
+    pm = get_peft_model(_mlp(), LinearLoraConfig(r=2, target_layers=["linear1"]))
+    values = {n: np.full(t.shape, 0.5, np.float32) for n, t in pm.get_params().items()}
+    pm.set_params(values)
+    assert all((t.to_numpy() == 0.5).all() for t in pm.get_params().values())
+    with pytest.raises(ValueError, match="missing: linear1.lora_B"):
+        pm.set_params({"linear1.lora_A": values["linear1.lora_A"]})
+    with pytest.raises(ValueError, match="mismatched: linear1.lora_A"):
+        pm.set_params({**values, "linear1.lora_A": np.zeros((3, 3), np.float32)})
