@@ -371,10 +371,11 @@ class Gelu(Operation):
             if self.requires_grad:
                 self.cache = (xc, t)
         elif takes_floats(x):  # the compiled kernel (singa.kernels.gelu)
-            y = np.empty_like(x)
-            workers.run_flat(gelu_exact, y, x)
+            x = x if x.flags.c_contiguous else x.copy()  # cdf is written through views of it
+            y, cdf = np.empty_like(x), np.empty_like(x)
+            workers.run_flat(gelu_exact, y, x, cdf)
             if self.requires_grad:
-                self.cache = (x, None)
+                self.cache = (x, (cdf,))
         else:
             cdf = _normal_cdf(xc)
             y = xc * cdf
@@ -391,9 +392,9 @@ class Gelu(Operation):
             d = (1 - t * t) * x * (_SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x2))
             d += 1 + t
             d *= 0.5
-        elif aux is None:
+        elif isinstance(aux, tuple):  # the compiled forward's Phi(x)
             dx = np.empty_like(x)
-            workers.run_flat(gelu_exact_grad, dx, np.ascontiguousarray(dy, dtype=x.dtype), x)
+            workers.run_flat(gelu_exact_grad, dx, dy.astype(x.dtype, copy=False), x, aux[0])
             return dx.astype(dy.dtype, copy=False)
         else:
             with np.errstate(over="ignore"):

@@ -15,22 +15,26 @@ from singa.kernels.jit import kernel
 
 __all__ = ["gelu_exact", "gelu_exact_grad"]
 
+# The forward writes Phi(x) too (into ``cdf``, an input array it fills), so that the
+# backward needs one exp per element and no second erfc: erfc is most of the cost.
+
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 @kernel
-def gelu_exact(x, y):  # pragma: no cover (compiled)
-    """y[i] = x[i] * Phi(x[i])."""
+def gelu_exact(x, cdf, y):  # pragma: no cover (compiled)
+    """y[i] = x[i] * Phi(x[i]); cdf[i] = Phi(x[i]) (float64 inside, rounded once)."""
     for i in range(x.shape[0]):
         v = float(x[i])
-        y[i] = v * (0.5 * math.erfc(-v * _SQRT1_2))
+        c = 0.5 * math.erfc(-v * _SQRT1_2)
+        cdf[i] = c
+        y[i] = v * c
 
 
 @kernel
-def gelu_exact_grad(dy, x, dx):  # pragma: no cover (compiled)
-    """dx[i] = dy[i] * (Phi(x[i]) + x[i] * phi(x[i]))."""
+def gelu_exact_grad(dy, x, cdf, dx):  # pragma: no cover (compiled)
+    """dx[i] = dy[i] * (Phi(x[i]) + x[i] * phi(x[i])), Phi from the forward."""
     for i in range(x.shape[0]):
         v = float(x[i])
-        d = 0.5 * math.erfc(-v * _SQRT1_2) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v)
-        dx[i] = dy[i] * d
+        dx[i] = dy[i] * (float(cdf[i]) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v))

@@ -236,6 +236,8 @@ class NodeContext:
         for k, v in self.attrs.items():
             if isinstance(v, bytes):
                 self.attrs[k] = v.decode()
+            elif isinstance(v, list) and v and all(isinstance(e, bytes) for e in v):
+                self.attrs[k] = [e.decode() for e in v]
         self.opset = opset
         self.device = device
         self.training = training

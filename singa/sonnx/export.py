@@ -36,7 +36,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from singa.model import precision
-from singa.sonnx import passes, recorded, registry, trace
+from singa.sonnx import layer_export, passes, recorded, registry, trace
 from singa.sonnx.context import ExportContext, ExportError, batch_aware, host_array, onnx_dtype
 from singa.tensor import Tensor
 
@@ -130,7 +130,7 @@ class _Conversion:
     def _convert_record(self, rec: trace.Record, rec2: trace.Record | None) -> None:
         ctx, op = self.ctx, rec.op
         ctx.layer = rec.layer
-        conv = registry.EXPORT.get(type(op))
+        conv = layer_export.converter(op) or registry.EXPORT.get(type(op))
         if conv is None:
             raise ctx.error(op, "no ONNX converter is registered for this operator")
         ctx.op2 = rec2.op if rec2 is not None else None

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
+from singa.sonnx import layer_export
 from singa.tensor import Tensor
 
 _ENGINE_FIELDS = {"name", "src", "requires_grad", "needs_grad", "cache", "n_out", "out_meta"}
@@ -74,10 +75,18 @@ def _wrap_forward(tracer: Tracer, label: str, layer: Any) -> Callable:
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         tracer.layer_stack.append(label)
+        start = len(tracer.records)
         try:
-            return original(*args, **kwargs)
+            out = original(*args, **kwargs)
         finally:
             tracer.layer_stack.pop()
+        if layer_export.exports_whole(layer, args, kwargs):  # one ONNX RNN/LSTM/GRU node per layer
+            del tracer.records[start:]
+            ins = [args[0].data] + [p.data for p in layer_export.layer_params(layer)]
+            outs = tuple(t.data for t in out)
+            tracer.keep.append((ins, outs, None))
+            tracer.records.append(Record(layer_export.LayerCall(layer), ins, outs, label))
+        return out
 
     return forward
 

@@ -51,3 +51,13 @@ def test_kernel_tail_against_exact_values():
 def test_kernel_gradient(dtype):
     x = np.random.default_rng(1).standard_normal((3, 5)).astype(dtype) * 3
     gradcheck(autograd.gelu, [x])
+
+
+def test_kernel_on_views_and_scalars():
+    x = np.random.default_rng(2).standard_normal((4, 6))
+    t = x.T  # not C-contiguous
+    np.testing.assert_allclose(
+        autograd.gelu(Tensor(data=t, dtype=np.float64)).to_numpy(), t * activation._normal_cdf(t), rtol=1e-13
+    )
+    gradcheck(autograd.gelu, [np.asarray(0.7)])
+    gradcheck(lambda a: autograd.gelu(autograd.transpose(a, (1, 0))), [x])

@@ -130,3 +130,66 @@ def test_lstm_matches_torch():
     b = np.concatenate([reorder(bias[:16]), reorder(bias[16:])])[None]
     (y, _) = run_node_model("LSTM", {"x": x, "c_w": w, "c_r": r, "c_b": b}, 2, hidden_size=4)
     np.testing.assert_allclose(y[:, 0], want, rtol=1e-5, atol=1e-5)
+
+
+# ----- export of our layers as ONNX recurrent nodes ------------------------------------------------
+def _layer_cases():
+    from singa import layer
+
+    return [
+        (layer.LSTM, {}),
+        (layer.GRU, {"num_layers": 2}),
+        (layer.RNN, {"nonlinearity": "relu", "bidirectional": True}),
+        (layer.LSTM, {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_recurrent_layers_export_as_onnx_recurrent_nodes(case):
+    from sonnx_helpers import check_export, op_types, rand
+
+    from singa import layer, tensor
+
+    cls, kw = _layer_cases()[case]
+
+    class Wrap(layer.Layer):
+        def __init__(self):
+            super().__init__()
+            self.rnn = cls(3, 4, **kw)
+
+        def forward(self, x):
+            return list(self.rnn(x))
+
+    w = Wrap()
+    make = (lambda b: [rand((b, 5, 3))]) if kw.get("batch_first") else (lambda b: [rand((5, b, 3))])
+    first = bool(kw.get("batch_first"))  # a dynamic batch is axis 0: batch-first inputs only
+    model = check_export(w, make, batches=(3, 5) if first else (3,), dynamic_batch=first)
+    kind = cls.__name__
+    assert op_types(model).count(kind) == kw.get("num_layers", 1)
+    assert "MatMul" not in op_types(model)  # not unrolled
+    x = make(3)[0]
+    back = sonnx.prepare(model).run([x])  # and our importer reads it back
+    w.eval()
+    want = [t.to_numpy() for t in w(tensor.from_numpy(x))]
+    for g, wv in zip(back, want):
+        np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-6)
+
+
+def test_list_input_keeps_the_unrolled_export():
+    from singa import layer, tensor
+
+    lstm = layer.LSTM(3, 2)
+
+    class Wrap(layer.Layer):
+        def __init__(self):
+            super().__init__()
+            self.rnn = lstm
+
+        def forward(self, x):
+            steps = [autograd.reshape(autograd.slice(x, [t], [t + 1], [0]), (-1, 3)) for t in range(2)]
+            return self.rnn(steps)[0][-1]
+
+    from singa import autograd
+
+    model = sonnx.to_onnx([tensor.from_numpy(np.ones((2, 1, 3), np.float32))], Wrap(), dynamic_batch=False)
+    assert "LSTM" not in [n.op_type for n in model.graph.node]
