@@ -44,12 +44,16 @@ def format_epoch(rec: dict, epochs: int, split: str = "val") -> str:
     tag = f"epoch {rec['epoch']}/{epochs}"
     if rec.get("partial"):
         tag += f" (stopped at step {rec['step']})"
-    parts = [
-        tag,
-        f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
-        f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
-        fmt_time(rec.get("time_s", 0.0)),
-    ]
+    if "val_mse" in rec:  # regression (singa.cli.regression)
+        from singa.cli.regression import format_regression
+
+        scores = format_regression(rec, split)
+    else:
+        scores = [
+            f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
+            f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
+        ]
+    parts = [tag, *scores, fmt_time(rec.get("time_s", 0.0))]
     rate = rec.get("samples_per_s") or 0.0
     if rate >= 1:  # none measured (no step in this run) or below the display's resolution
         parts.append(f"{rate:,.0f} samples/s")
