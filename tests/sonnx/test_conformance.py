@@ -147,7 +147,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1705
+PASS_FLOOR = 1723
 
 
 def _tally() -> dict:

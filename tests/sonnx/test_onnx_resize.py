@@ -107,3 +107,68 @@ def test_affine_grid_matches_formula_and_gradcheck(align):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     fn = handler_fn("AffineGrid", opset=20, n_inputs=2, align_corners=align)
     gradcheck(fn, [theta.astype(np.float64), np.array([2, 1, 3, 4])], wrt=[0])
+
+
+# ----- GridSample ---------------------------------------------------------------------------------
+def _bilinear_zeros(img, gx, gy):
+    """Bilinear sampling of a 2-D image at normalised (gx, gy), align_corners=0, zero padding."""
+    h, w = img.shape
+    x, y = ((gx + 1) * w - 1) / 2, ((gy + 1) * h - 1) / 2
+    x0, y0 = int(np.floor(x)), int(np.floor(y))
+    total = 0.0
+    for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+        for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+            if 0 <= yy < h and 0 <= xx < w:
+                total += wy * wx * img[yy, xx]
+    return total
+
+
+def test_grid_sample_bilinear_matches_loops_and_gradcheck():
+    from sonnx_helpers import handler_fn
+
+    from singa.autograd.gradcheck import gradcheck
+
+    rng = np.random.default_rng(0)
+    img = rng.standard_normal((1, 2, 4, 5))
+    grid = rng.uniform(-1.2, 1.2, (1, 3, 2, 2))
+    (got,) = run_node_model("GridSample", {"x": img, "c_g": grid}, opset=20)
+    want = np.array(
+        [
+            [
+                [[_bilinear_zeros(img[0, c], *grid[0, i, j]) for j in range(2)] for i in range(3)]
+                for c in range(2)
+            ]
+        ]
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    gradcheck(
+        handler_fn("GridSample", opset=20, n_inputs=2, mode="cubic", padding_mode="reflection"),
+        [img, grid],
+        wrt=[0],
+    )
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_matches_torch(mode, padding, align):
+    try:
+        import torch
+    except Exception:
+        pytest.skip("torch is not importable")
+    rng = np.random.default_rng(1)
+    img = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (2, 3, 6, 2)).astype(np.float32)
+    onnx_mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    (got,) = run_node_model(
+        "GridSample",
+        {"x": img, "c_g": grid},
+        opset=20,
+        mode=onnx_mode,
+        padding_mode=padding,
+        align_corners=int(align),
+    )
+    want = torch.nn.functional.grid_sample(
+        torch.from_numpy(img), torch.from_numpy(grid), mode, padding, align
+    )
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-4)

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from singa import autograd
+from singa.autograd import elementwise as ew
 from singa.autograd import resize as rs
+from singa.autograd.indexing_nd import GatherElements, gather_elements
 from singa.autograd.linalg import MatMul
 from singa.autograd.shaping import Reshape, Transpose
 from singa.sonnx.context import ExportContext, NodeContext, batch_aware, builds
@@ -182,5 +184,94 @@ def handle_affine_grid(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.reshape(grid, (size[0], *spatial, len(spatial)))
 
 
+def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``x`` reflected at the borders ``lo`` and ``hi`` until inside (ONNX's rule)."""
+    rng = hi - lo
+    out = x.copy()
+    for below in (True, False):
+        sel = x < lo if below else x > hi
+        dx = (lo - x) if below else (x - hi)
+        n = np.floor(dx / rng) if rng else np.zeros_like(dx)
+        r = dx - n * rng
+        even = n % 2 == 0
+        val = np.where(even, lo + r, hi - r) if below else np.where(even, hi - r, lo + r)
+        out = np.where(sel, val, out)
+    return out
+
+
+def _taps(mode: str, x: np.ndarray) -> list:
+    """(integer position, weight) of every tap of each coordinate in ``x``."""
+    if mode == "nearest":
+        return [(np.rint(x).astype(np.int64), np.ones_like(x))]
+    x0 = np.floor(x)
+    f = x - x0
+    x0 = x0.astype(np.int64)
+    if mode == "linear":
+        return [(x0, 1 - f), (x0 + 1, f)]
+    a = -0.75
+    dist = [f + 1, f, 1 - f, 2 - f]
+    near = lambda t: ((a + 2) * t - (a + 3)) * t * t + 1  # noqa: E731
+    far = lambda t: ((a * t - 5 * a) * t + 8 * a) * t - 4 * a  # noqa: E731
+    return [(x0 + k - 1, far(d) if k in (0, 3) else near(d)) for k, d in enumerate(dist)]
+
+
+def _grid_taps(ctx: NodeContext, grid: np.ndarray, dims: tuple) -> list:
+    """(flat index (N, Q), weight (N, Q)) of every tap of GridSample's sampling points."""
+    align = bool(ctx.attr("align_corners", 0))
+    mode, pad = ctx.attr("mode", "linear"), ctx.attr("padding_mode", "zeros")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    n = grid.shape[0]
+    g = grid.reshape(n, -1, grid.shape[-1]).astype(np.float64)[..., ::-1]  # (N, Q, dims) slowest first
+    per_dim = []
+    for i, d in enumerate(dims):
+        x = (g[..., i] + 1) / 2 * (d - 1) if align else ((g[..., i] + 1) * d - 1) / 2
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if mode == "nearest":
+            x = np.rint(x)
+        if pad == "reflection":  # (border clamps the taps, below: as onnxruntime and PyTorch,
+            x = _reflect(x, lo, hi)  # which for cubic differs from clamping the coordinate)
+        taps = []
+        for pos, w in _taps(mode, x):
+            if pad == "zeros":
+                w = np.where((pos >= 0) & (pos < d), w, 0.0)
+            elif pad == "border":
+                pos = np.clip(pos, 0, d - 1)
+            else:
+                pos = _reflect(pos.astype(np.float64), lo, hi).astype(np.int64)
+            taps.append((np.clip(pos, 0, d - 1), w))
+        per_dim.append(taps)
+    out = [(np.zeros_like(g[..., 0], dtype=np.int64), np.ones_like(g[..., 0]))]
+    for i, taps in enumerate(per_dim):
+        out = [(idx * dims[i] + pos, w * wt) for idx, w in out for pos, wt in taps]
+    return out
+
+
+@builds(GatherElements, ew.Mul, ew.Add, Reshape)
+def handle_grid_sample(ctx: NodeContext, xs: list) -> Tensor:
+    """GridSample(X, grid) with ``mode`` nearest / linear / cubic, ``padding_mode`` zeros /
+    border / reflection and ``align_corners``, for 2-D and 3-D images: a weighted sum of
+    gathered pixels, differentiable in X (the sampling positions, from the grid, are
+    constants of the node: no gradient reaches the grid)."""
+    x, grid = xs
+    n, c, dims = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    if ctx.training and grid.requires_grad:
+        raise ctx.unsupported("a gradient for the grid (only the image X is differentiated)")
+    g = ctx.static(grid)
+    flat = autograd.reshape(x, (n, c, -1))
+    y = None
+    for idx, w in _grid_taps(ctx, g, dims):
+        picked = gather_elements(
+            flat, ctx.const(np.broadcast_to(idx[:, None, :], (n, c, idx.shape[1])).copy()), 2
+        )
+        term = ew.mul(picked, ctx.const(w[:, None, :], x.dtype))
+        y = term if y is None else ew.add(y, term)
+    return autograd.reshape(y, (n, c, *g.shape[1:-1]))
+
+
 EXPORT = {rs.UpSample: convert_upsample, rs.Resample: convert_resample}
-IMPORT = {"Upsample": handle_upsample, "Resize": handle_resize, "AffineGrid": handle_affine_grid}
+IMPORT = {
+    "Upsample": handle_upsample,
+    "Resize": handle_resize,
+    "AffineGrid": handle_affine_grid,
+    "GridSample": handle_grid_sample,
+}
