@@ -117,6 +117,10 @@ def _save(model: Any, cfg: Any, meta: dict) -> None:
 
 
 def _setup(cfg: Any, explicit: set) -> tuple:
+    if cfg.resume:
+        raise CliError(
+            "--resume is not offered for text runs yet: start again from the checkpoint's settings"
+        )
     spec = text_spec(cfg.data) or BUNDLED  # gpt without text data: the bundled text
     data = text.load_text(None if spec == BUNDLED else spec[5:], val_fraction=cfg.val_split or 0.1)
     kw = _model_kwargs(cfg.model_args)
