@@ -11,7 +11,8 @@ is the mean loss over consecutive windows (``--val-steps`` batches, default 8).
 Options used: --batch-size, --epochs, --max-steps, --val-steps, --optimizer (AdamW
 unless given), --lr, --weight-decay, --seed, --graph, --precision, --device,
 --checkpoint, --log, --model-arg (num_layers, num_heads, width, context, dropout),
---val-split, -q. Not used here: image options, --resume (a text run starts afresh).
+--val-split, -q. Not used here: image options; --resume and --nproc are refused
+(not offered for text runs yet).
 """
 
 from __future__ import annotations
