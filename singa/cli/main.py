@@ -280,6 +280,8 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
 
     with reported(cfg.debug, cfg.verbose):
         if lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
+            if nproc is not None and nproc > 1:
+                raise CliError("--nproc is not offered for text runs (singa-train gpt) yet")
             lm.train_lm(cfg, explicit)
             return
     from singa.cli import parallel as dist
