@@ -250,6 +250,7 @@ class NodeContext:
         self.subgraphs: dict = {}
         #: the values of the enclosing graph when the node runs (read by subgraphs)
         self.scope: dict = {}
+        self._rng: Any = None
 
     def is_state(self, t: Tensor | None) -> bool:
         """True for a tensor of the model's states (a SONNXModel parameter or buffer),
@@ -276,6 +277,17 @@ class NodeContext:
     def wrap(self, arr: Any) -> Tensor:
         """Wrap an array computed directly (a non-differentiable result)."""
         return Tensor.wrap(arr, self.device)
+
+    def generator(self) -> Any:
+        """The node's random generator: one seeded by its ``seed`` attribute (a float; the
+        generator is made once and its stream continues from run to run, as
+        onnxruntime's does), else the device's generator (``device.set_rand_seed``)."""
+        seed = self.attr("seed")
+        if seed is None:
+            return self.device.rng
+        if self._rng is None:
+            self._rng = np.random.default_rng(int(np.float64(seed).view(np.uint64)))
+        return self._rng
 
     def unsupported(self, why: str) -> UnsupportedOperator:
         """An UnsupportedOperator naming the op type and node."""

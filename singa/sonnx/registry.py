@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from singa.sonnx.families import FAMILIES, control, detection, quantize, signal, sorting
+from singa.sonnx.families import FAMILIES, control, detection, dropout, quantize, signal, sorting
 
 #: families with handlers that compute their values when the node runs (inference-only
-#: operators: integer, index or data-dependent outputs without a gradient), besides shaping
-COMPUTING = (sorting, quantize, control, signal, detection)
+#: operators: integer, index, random or data-dependent outputs without a gradient), besides shaping
+COMPUTING = (sorting, quantize, control, signal, detection, dropout)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

@@ -6,6 +6,13 @@ name. A few cases of supported operators need a feature we do not implement: the
 listed in EXPECTED_SKIPS with the reason, and each is checked to fail loudly (an
 UnsupportedOperator naming the op) rather than silently give wrong results, except the
 random-mask dropout cases, which cannot be reproduced.
+
+The random generator cases (Bernoulli and its expansion through RandomUniformLike) hold
+values drawn by numpy's global generator, which no other generator reproduces (ONNX says
+so of these cases: "the generator operator is non-deterministic and may not produce the
+same values in different implementations even if a seed is specified"); they count as
+passed when shape and dtype match and every value is a 0 or a 1 (their distribution is
+checked in tests/sonnx/test_onnx_dropout.py).
 """
 
 from __future__ import annotations
@@ -79,6 +86,10 @@ def _outcome(name: str) -> Exception | None:
     return _RESULTS[name]
 
 
+# cases of random values (Bernoulli draws): checked on shape, dtype and support only
+_RANDOM = r"^test_bernoulli"
+
+
 def _run_case(case) -> None:
     rep = backend.prepare(case.model, "CPU")
     for inputs, outputs in case.data_sets:
@@ -89,7 +100,10 @@ def _run_case(case) -> None:
             g = np.asarray(g)
             assert g.dtype == want.dtype, f"dtype {g.dtype}, expected {want.dtype}"
             assert g.shape == want.shape, f"shape {g.shape}, expected {want.shape}"
-            np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)
+            if re.search(_RANDOM, case.name):
+                assert np.isin(g, [0, 1]).all(), "Bernoulli values other than 0 and 1"
+            else:
+                np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)
 
 
 def _names() -> list[str]:
@@ -147,7 +161,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1723
+PASS_FLOOR = 1729
 
 
 def _tally() -> dict:

@@ -1,4 +1,7 @@
-"""Dropout (:mod:`singa.autograd.dropout`): ONNX export and import."""
+"""Dropout (:mod:`singa.autograd.dropout`): ONNX export and import; and the import of
+ONNX's random generators (Bernoulli, RandomUniform, RandomNormal and their ``Like``
+forms), values computed when the node runs, without a gradient: drawn from the node's
+generator (seeded by its ``seed`` attribute) or else the device's."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import numpy as np
 
 from singa import autograd
 from singa.autograd.dropout import Dropout
-from singa.sonnx.context import ExportContext, NodeContext, builds
+from singa.sonnx.context import ExportContext, NodeContext, builds, np_dtype
+from singa.tensor import Tensor
 
 # ----- export --------------------------------------------------------------------------------
 
@@ -43,6 +47,61 @@ def handle_dropout(ctx: NodeContext, xs: list) -> Any:
     return [y, mask] if ctx.outputs > 1 else y
 
 
+def _draw(ctx: NodeContext, dist: str, shape: tuple, dtype: Any, a: float, b: float) -> Tensor:
+    """``dist`` ("uniform" in [a, b), "normal" of mean a and scale b) values of ``shape``
+    drawn in float64 for float64 outputs, else float32, and cast to ``dtype``."""
+    rng = ctx.generator()
+    rdt = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    shape = tuple(int(d) for d in shape)
+    if dist == "uniform":
+        u = rng.random(shape, dtype=rdt) * rdt(b - a) + rdt(a)
+    else:
+        u = rng.standard_normal(shape, dtype=rdt) * rdt(b) + rdt(a)
+    u = u.astype(dtype)
+    return ctx.wrap(u) if rng is ctx.device.rng else ctx.const(u)
+
+
+def _out_dtype(ctx: NodeContext, default: Any) -> Any:
+    dt = ctx.attr("dtype")
+    return np.dtype(default) if dt is None else np_dtype(ctx, int(dt))
+
+
+def _params(ctx: NodeContext, dist: str) -> tuple[float, float]:
+    if dist == "uniform":
+        return float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0))
+    return float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0))
+
+
+def _random_handler(dist: str, like: bool):
+    @builds()
+    def handle(ctx: NodeContext, xs: list) -> Tensor:
+        if like:
+            shape, dtype = xs[0].shape, _out_dtype(ctx, xs[0].dtype)
+        else:
+            shape, dtype = ctx.attr("shape"), _out_dtype(ctx, np.float32)
+        if dtype.kind != "f":
+            raise ctx.unsupported(f"random values of type {dtype} (a float type is needed)")
+        return _draw(ctx, dist, shape, dtype, *_params(ctx, dist))
+
+    where = (
+        "shaped like the input (its dtype unless ``dtype``)" if like else "of ``shape`` (``dtype``, float32)"
+    )
+    what = "uniform in [low, high)" if dist == "uniform" else "normal of ``mean`` and ``scale``"
+    handle.__doc__ = f"Random{dist.capitalize()}{'Like' if like else ''}: values {what} {where}."
+    return handle
+
+
+@builds()
+def handle_bernoulli(ctx: NodeContext, xs: list) -> Tensor:
+    """Bernoulli: 1 with the probability the input gives, else 0 (``dtype``, default the
+    input's): a uniform draw ``u`` in [0, 1) gives 1 where ``u < p``."""
+    p = xs[0]
+    dtype = _out_dtype(ctx, p.dtype)
+    rdt = np.float64 if p.dtype == np.float64 else np.float32
+    u = _draw(ctx, "uniform", p.shape, rdt, 0.0, 1.0)
+    return ctx.wrap((u.data < p.data.astype(rdt)).astype(dtype))
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     Dropout: convert_dropout,
@@ -50,4 +109,9 @@ EXPORT = {
 
 IMPORT = {
     "Dropout": handle_dropout,
+    "Bernoulli": handle_bernoulli,
+    "RandomUniform": _random_handler("uniform", like=False),
+    "RandomUniformLike": _random_handler("uniform", like=True),
+    "RandomNormal": _random_handler("normal", like=False),
+    "RandomNormalLike": _random_handler("normal", like=True),
 }
