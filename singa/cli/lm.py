@@ -117,7 +117,7 @@ def _save(model: Any, cfg: Any, meta: dict) -> None:
 
 
 def _setup(cfg: Any, explicit: set) -> tuple:
-    spec = text_spec(cfg.data) if "data" in explicit or text_spec(cfg.data) else BUNDLED
+    spec = text_spec(cfg.data) or BUNDLED  # gpt without text data: the bundled text
     data = text.load_text(None if spec == BUNDLED else spec[5:], val_fraction=cfg.val_split or 0.1)
     kw = _model_kwargs(cfg.model_args)
     dev = device.create_cuda_gpu() if cfg.device == "gpu" else device.get_default_device()

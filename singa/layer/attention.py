@@ -128,12 +128,13 @@ class MultiHeadAttention(Layer):
     def _reset_parameters(self, bias: bool) -> None:
         e = self.embed_dim
         stacked = self.kdim == e and self.vdim == e
-        for p in (self.q_proj, self.k_proj, self.v_proj):
-            fan_in = p.in_features
+        for p, fan_in in ((self.q_proj, e), (self.k_proj, self.kdim), (self.v_proj, self.vdim)):
             bound = math.sqrt(6.0 / (e + 3 * e)) if stacked else math.sqrt(6.0 / (fan_in + e))
+            assert p.W is not None  # Linear(in, out) creates W now
             p.W.uniform(-bound, bound)
         if bias:
             for p in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+                assert p.b is not None
                 p.b.set_value(0.0)
 
     def _heads(self, x: Tensor) -> Tensor:
@@ -184,8 +185,11 @@ class MultiHeadAttention(Layer):
         key = query if key is None else key
         value = key if value is None else value
         if query.ndim() == 2:  # unbatched
+            q1, k1, v1 = (autograd.unsqueeze(t, [0]) for t in (query, key, value))
             out, w = self.forward(
-                *(autograd.unsqueeze(t, [0]) for t in (query, key, value)),
+                q1,
+                k1,
+                v1,
                 attn_mask,
                 None if key_padding_mask is None else autograd.unsqueeze(key_padding_mask, [0]),
                 need_weights,

@@ -58,6 +58,7 @@ class ViT(Classifier):
 
     def build(self) -> None:
         """Create the layers for ``self.image_size``."""
+        assert self.image_size is not None  # size-dependent: built once the size is known
         p = self.patch_size or patch_size_for(self.image_size)
         h, w = self.image_size
         if h % p or w % p:
