@@ -3,7 +3,7 @@ the same recipe on the same text, from the same initial weights, on the same bat
 their validation losses after the same number of steps are compared.
 
     python bench/gpt_e2e.py [--text FILE] [--steps 200] [--batch 16] [--context 128]
-                            [--lr 1e-3] [--eval-batches 8] [--no-torch]
+                            [--lr 1e-3] [--eval-batches 8] [--layers 4] [--width 128] [--no-torch]
 
 Recipe (nanoGPT's, for a character model): AdamW (lr, betas 0.9/0.999, weight decay
 0.01), no dropout, batches of random windows (seeded; ``singa.data.text``), the
@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=128)
     p.add_argument("--no-torch", action="store_true")
     a = p.parse_args(argv)
     from singa import device, zoo
@@ -102,7 +104,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     data = text.load_text(a.text)
     device.get_default_device().set_rand_seed(a.seed)
-    model = zoo.create("gpt", num_classes=len(data.vocab), context=a.context)
+    model = zoo.create(
+        "gpt", num_classes=len(data.vocab), context=a.context, num_layers=a.layers, width=a.width
+    )
     torch_version = _harness.load_torch(a.threads, a.no_torch)
     twin = None
     if torch_version:

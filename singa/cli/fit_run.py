@@ -17,10 +17,11 @@ import os
 import time
 from typing import Any
 
-from singa import callbacks
+from singa import callbacks, metrics
 from singa.cli.ckpt_options import save_due
 from singa.cli.guards import check_loss
 from singa.cli.output import Progress, format_epoch
+from singa.cli.regression import Unstandardised, epoch_metrics
 from singa.model.fit import FitLoop
 
 __all__ = ["CliRun", "CheckpointFiles", "build_loop", "option_callbacks", "stop_note"]
@@ -128,7 +129,10 @@ class CliRun(callbacks.Callback):
         sums = loop.sums()
         st = self.state
         st.loss_sum, st.seen = sums["loss"][0], int(sums["loss"][1])
-        st.correct = int(round(sums.get("accuracy", [0, 0])[0]))
+        if self.trainer.target is None:
+            st.correct = int(round(sums.get("accuracy", [0, 0])[0]))
+        else:  # regression: the running sum of the absolute errors (target units)
+            st.correct = float(sums.get("mae", [0.0, 0])[0])
         if reduce:
             self.trainer.dist.add_sums(st)
 
@@ -159,6 +163,9 @@ class CliRun(callbacks.Callback):
             "samples_per_s": st.seen / st.epoch_time if st.epoch_time > 0 else 0.0,
             "lr": trainer.optimizer.get_lr(),
         }
+        if trainer.target is not None:  # MSE and MAE in the target's units, not accuracy
+            del rec["train_acc"], rec["val_acc"]
+            rec.update(epoch_metrics(trainer.target, st.loss_sum, st.correct, st.seen, logs))
         self.log.write("epoch", **rec)
         trainer.out.info(format_epoch(rec, trainer.cfg.epochs, trainer.info.test_split))
         if epoch_done:
@@ -203,12 +210,15 @@ def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
         initial_epoch=state.epoch,
         accumulate=cfg.accumulate,
         verbose=0,
-        metrics=["accuracy"],
+        metrics=["accuracy"]
+        if trainer.target is None
+        else [Unstandardised(metrics.MeanAbsoluteError(), trainer.target)],
         use_graph=cfg.graph,
     )
     loop.initial_batch = state.batch
     loop.initial_step = state.step
-    loop.initial_sums = {"loss": [state.loss_sum, state.seen], "accuracy": [float(state.correct), state.seen]}
+    key = "accuracy" if trainer.target is None else "mae"
+    loop.initial_sums = {"loss": [state.loss_sum, state.seen], key: [float(state.correct), state.seen]}
     loop.evaluator = trainer.validate
     run.loop = loop
     return loop

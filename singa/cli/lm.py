@@ -11,7 +11,8 @@ is the mean loss over consecutive windows (``--val-steps`` batches, default 8).
 Options used: --batch-size, --epochs, --max-steps, --val-steps, --optimizer (AdamW
 unless given), --lr, --weight-decay, --seed, --graph, --precision, --device,
 --checkpoint, --log, --model-arg (num_layers, num_heads, width, context, dropout),
---val-split, -q. Not used here: image options, --resume (a text run starts afresh).
+--val-split, -q. Not used here: image options; --resume and --nproc are refused
+(not offered for text runs yet).
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ def _save(model: Any, cfg: Any, meta: dict) -> None:
 
 
 def _setup(cfg: Any, explicit: set) -> tuple:
+    if cfg.resume:
+        raise CliError(
+            "--resume is not offered for text runs yet: start again from the checkpoint's settings"
+        )
     spec = text_spec(cfg.data) or BUNDLED  # gpt without text data: the bundled text
     data = text.load_text(None if spec == BUNDLED else spec[5:], val_fraction=cfg.val_split or 0.1)
     kw = _model_kwargs(cfg.model_args)

@@ -280,6 +280,8 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
 
     with reported(cfg.debug, cfg.verbose):
         if lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
+            if nproc is not None and nproc > 1:
+                raise CliError("--nproc is not offered for text runs (singa-train gpt) yet")
             lm.train_lm(cfg, explicit)
             return
     from singa.cli import parallel as dist
@@ -425,7 +427,8 @@ def evaluate(
     batch_size: int,
     as_json: bool,
 ) -> None:
-    """Evaluate the model saved in CHECKPOINT: mean loss and accuracy."""
+    """Evaluate the model saved in CHECKPOINT: mean loss and accuracy (a regression:
+    MSE and MAE)."""
     from singa.cli.tools import evaluate_checkpoint
 
     with reported(debug, verbose):
@@ -435,9 +438,13 @@ def evaluate(
     if as_json:
         click.echo(json.dumps(res))
     else:
+        if "mse" in res:  # a regression (singa.cli.regression)
+            scores = f"loss {res['loss']:.4f}, MSE {res['mse']:.6g}, MAE {res['mae']:.6g}"
+        else:
+            scores = f"loss {res['loss']:.4f}, accuracy {100 * res['accuracy']:.2f}%"
         click.echo(
             f"{res['model']} on {res['data']} ({res['split']}, {res['samples']} samples): "
-            f"loss {res['loss']:.4f}, accuracy {100 * res['accuracy']:.2f}% ({res['time_s']:.1f}s)"
+            f"{scores} ({res['time_s']:.1f}s)"
         )
 
 

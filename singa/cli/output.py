@@ -44,12 +44,16 @@ def format_epoch(rec: dict, epochs: int, split: str = "val") -> str:
     tag = f"epoch {rec['epoch']}/{epochs}"
     if rec.get("partial"):
         tag += f" (stopped at step {rec['step']})"
-    parts = [
-        tag,
-        f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
-        f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
-        fmt_time(rec.get("time_s", 0.0)),
-    ]
+    if "val_mse" in rec:  # regression (singa.cli.regression)
+        from singa.cli.regression import format_regression
+
+        scores = format_regression(rec, split)
+    else:
+        scores = [
+            f"train loss {_num(rec.get('train_loss'))} acc {_pct(rec.get('train_acc'))}",
+            f"{split} loss {_num(rec.get('val_loss'))} acc {_pct(rec.get('val_acc'))}",
+        ]
+    parts = [tag, *scores, fmt_time(rec.get("time_s", 0.0))]
     rate = rec.get("samples_per_s") or 0.0
     if rate >= 1:  # none measured (no step in this run) or below the display's resolution
         parts.append(f"{rate:,.0f} samples/s")
@@ -103,11 +107,10 @@ class Progress:
         self.samples += samples
         if not self.bar.disable:
             dt = max(time.perf_counter() - self.t0, 1e-9)
-            postfix = {
-                "loss": f"{loss:.4f}",
-                "acc": f"{100 * acc:.2f}%",
-                "samples/s": f"{self.samples / dt:,.0f}",
-            }
+            postfix = {"loss": f"{loss:.4f}"}
+            if not math.isnan(acc):  # a regression has no accuracy
+                postfix["acc"] = f"{100 * acc:.2f}%"
+            postfix["samples/s"] = f"{self.samples / dt:,.0f}"
             self.bar.set_postfix(ordered_dict=postfix, refresh=False)
         self.bar.update(1)
 
@@ -149,8 +152,8 @@ def matplotlib_available() -> bool:
 
 
 def write_plot(path: str, history: list[dict], title: str) -> None:
-    """A PNG with two panels (loss, accuracy) of the train and validation curves per
-    epoch. Needs matplotlib (the ``plot`` extra)."""
+    """A PNG with two panels (the loss, and the accuracy or a regression's MSE) of the
+    train and validation curves per epoch. Needs matplotlib (the ``plot`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -162,15 +165,17 @@ def write_plot(path: str, history: list[dict], title: str) -> None:
     try:
         for key, label in (("train_loss", "train"), ("val_loss", "validation")):
             ax1.plot(epochs, [r.get(key) for r in history], marker="o", label=label)
-        for key, label in (("train_acc", "train"), ("val_acc", "validation")):
+        regression = any("val_mse" in r for r in history)  # MSE in the target's units
+        key2, factor = ("mse", 1) if regression else ("acc", 100)
+        for key, label in ((f"train_{key2}", "train"), (f"val_{key2}", "validation")):
             ax2.plot(
                 epochs,
-                [100 * r[key] if r.get(key) is not None else None for r in history],
+                [factor * r[key] if r.get(key) is not None else None for r in history],
                 marker="o",
                 label=label,
             )
         ax1.set_title("loss")
-        ax2.set_title("accuracy (%)")
+        ax2.set_title("MSE" if regression else "accuracy (%)")
         for ax in (ax1, ax2):
             ax.set_xlabel("epoch")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -140,7 +140,8 @@ class DistRun:
         """Replace the epoch's running sums by their totals over the ranks."""
         if self.distributed:
             total = self.comm.sum_scalars([state.loss_sum, state.correct, state.seen])
-            state.loss_sum, state.correct, state.seen = total[0], int(total[1]), int(total[2])
+            state.loss_sum, state.seen = total[0], int(total[2])
+            state.correct = int(round(total[1])) if isinstance(state.correct, int) else total[1]
 
     def evaluate(
         self, evaluate: Any, model: Any, loader: data.DataLoader, dev: Any, stop: Any, **kw: Any

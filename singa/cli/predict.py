@@ -4,8 +4,11 @@ checkpoint's model gives to images, folders of images and npz files.
 Images are decoded as in training (the checkpoint's channels and image size) and
 normalised with the training split's statistics kept in the checkpoint; an npz
 contributes its ``x`` (else ``x_test``, ``x_val``, ``x_train``) samples, named
-``FILE[i]``. Each input is printed with its top-k class names (the checkpoint's) and
-probabilities; ``--json`` prints one JSON record per line instead.
+``FILE[i]``, as does a CSV file (its rows: the feature columns, with or without the
+training's target column, whose value is ignored). Each input is printed with its top-k
+class names (the checkpoint's) and probabilities; a regression's (``--task regression``)
+with its predicted value in the target's units. ``--json`` prints one JSON record per
+line instead.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import numpy as np
 from singa import data, tensor
 from singa.cli.common import make_device
 from singa.cli.errors import CliError, reported
+from singa.cli.regression import target_scale
+from singa.data.csv_dataset import read_csv_table
 
 __all__ = ["predict", "predict_records", "list_inputs"]
 
@@ -50,8 +55,8 @@ def list_inputs(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
             if not found:
                 raise CliError(f"no images in the folder {p} (extensions: {' '.join(data.IMG_EXTENSIONS)})")
             items.extend(("image", f) for f in found)
-        elif p.lower().endswith(".npz"):
-            items.append(("npz", p))
+        elif p.lower().endswith((".npz", ".csv")):
+            items.append((p.lower().rsplit(".", 1)[1], p))
         else:
             items.append(("image", p))
     return items
@@ -68,13 +73,39 @@ def _npz_samples(path: str) -> np.ndarray:
         raise CliError(f"{path}: not a readable npz file without pickle ({e})") from e
 
 
-def _samples(items: list[tuple[str, str]], info: Any) -> Iterator[tuple[str, np.ndarray]]:
+def _csv_samples(path: str, width: int, cfg: dict, info: Any) -> np.ndarray:
+    """The feature rows of a CSV file: ``width`` columns, or those and the target column."""
+    try:
+        names, rows, line0 = read_csv_table(path)
+        if len(names) == width + 1:  # the training's layout: the target column is dropped
+            names_ = tuple(info.class_names) or None
+            return data.CSVDataset(path, cfg.get("target"), cfg.get("task", "classification"), names_).x
+        if len(names) != width:
+            raise CliError(f"{path}: {len(names)} columns, the model takes {width} features")
+        x = np.empty((len(rows), width), np.float32)
+        for r, row in enumerate(rows):
+            for c, cell in enumerate(row):
+                try:
+                    x[r, c] = float(cell)
+                except ValueError:
+                    raise CliError(
+                        f"{path}: row {line0 + r}, column {names[c]!r}: {cell!r} is not a number"
+                    ) from None
+        return x
+    except (OSError, ValueError) as e:
+        raise CliError(str(e).splitlines()[0]) from e
+
+
+def _samples(items: list[tuple[str, str]], info: Any, cfg: dict) -> Iterator[tuple[str, np.ndarray]]:
     """(name, float32 sample of the model's shape in [0, 1]) for every input."""
     shape = tuple(info.sample_shape)
     is_image = len(shape) == 3 and shape[0] in (1, 3)
+    size: Any = shape[1:]  # an image's (H, W)
     for kind, path in items:
-        if kind == "npz":
-            x = _npz_samples(path)
+        if kind in ("npz", "csv"):
+            if kind == "csv" and len(shape) != 1:
+                raise CliError(f"{path}: the model takes samples of shape {shape}, not table rows")
+            x = _npz_samples(path) if kind == "npz" else _csv_samples(path, shape[0], cfg, info)
             if x.shape[1:] != shape:
                 raise CliError(f"{path}: samples of shape {x.shape[1:]}, the model takes {shape}")
             for i, sample in enumerate(x):
@@ -82,7 +113,7 @@ def _samples(items: list[tuple[str, str]], info: Any) -> Iterator[tuple[str, np.
             continue
         if not is_image:
             raise CliError(f"{path}: the model takes samples of shape {shape}, not images (give an npz)")
-        arr = data.read_image(path, "L" if shape[0] == 1 else "RGB", shape[1:])
+        arr = data.read_image(path, "L" if shape[0] == 1 else "RGB", size)
         arr = arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
         yield path, arr.astype(np.float32) / np.float32(255)
 
@@ -109,7 +140,8 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 def predict_records(
     checkpoint_path: str, inputs: tuple[str, ...], top_k: int, device: str, batch_size: int
 ) -> Iterator[dict]:
-    """One record per input: ``{"input", "predictions": [{"class", "index", "probability"}]}``."""
+    """One record per input: ``{"input", "predictions": [{"class", "index", "probability"}]}``
+    (a regression: ``{"input", "prediction": value}``, in the target's units)."""
     from singa.cli.tools import load_checkpoint_model
 
     items = list_inputs(inputs)
@@ -121,9 +153,15 @@ def predict_records(
     mean, std = np.asarray(norm["mean"], np.float32), np.asarray(norm["std"], np.float32)
     names = info.class_names
     k = min(top_k, info.num_classes)
-    for batch_names, xb in _batches(_samples(items, info), batch_size):
+    scale = target_scale(run)
+    for batch_names, xb in _batches(_samples(items, info, run.get("config") or {}), batch_size):
         (xn,) = list(data.DataLoader(xb, batch_size=len(xb), mean=mean, std=std))
-        probs = _softmax(model(tensor.from_numpy(xn, dev)).to_numpy().astype(np.float64))
+        out = model(tensor.from_numpy(xn, dev)).to_numpy()
+        if scale is not None:
+            for name, v in zip(batch_names, scale.unscale(out)):
+                yield {"input": name, "prediction": float(v[0]) if v.size == 1 else v.tolist()}
+            continue
+        probs = _softmax(out.astype(np.float64))
         for name, p in zip(batch_names, probs):
             top = np.argsort(-p, kind="stable")[:k]
             yield {
@@ -161,11 +199,14 @@ def predict(
     debug: bool,
 ) -> None:
     """Print the top-k classes and probabilities the model saved in CHECKPOINT gives to
-    each INPUT (image files, folders of images, npz files)."""
+    each INPUT (image files, folders of images, npz and CSV files); a regression's
+    predicted value."""
     with reported(debug, verbose):
         for rec in predict_records(checkpoint_path, inputs, top_k, device.lower(), batch_size):
             if as_json:
                 click.echo(json.dumps(rec))
+            elif "prediction" in rec:  # a regression
+                click.echo(f"{rec['input']}: {rec['prediction']:.6g}")
             else:
                 top = ", ".join(f"{p['class']} {100 * p['probability']:.1f}%" for p in rec["predictions"])
                 click.echo(f"{rec['input']}: {top}")

@@ -19,6 +19,12 @@ __all__ = ["RunState", "RUN_STATE_VERSION", "SigintFlag"]
 RUN_STATE_VERSION = 1
 
 
+def _count(v: Any) -> int | float:
+    """A stored sum: an int (correct answers) or a float (a regression's absolute errors)."""
+    f = float(v)
+    return int(f) if f.is_integer() else f
+
+
 @dataclass
 class RunState:
     """Where a run is: ``epoch`` (0-based) in progress, ``batch`` of its batches done,
@@ -28,7 +34,7 @@ class RunState:
     batch: int = 0
     step: int = 0
     loss_sum: float = 0.0
-    correct: int = 0
+    correct: int | float = 0  # correct answers (a regression: its summed absolute errors)
     seen: int = 0
     epoch_time: float = 0.0
     train_time: float = 0.0
@@ -57,7 +63,7 @@ class RunState:
                 batch=int(d["batch"]),
                 step=int(d["step"]),
                 loss_sum=float(d["loss_sum"]),
-                correct=int(d["correct"]),
+                correct=_count(d["correct"]),
                 seen=int(d["seen"]),
                 epoch_time=float(d["epoch_time"]),
                 train_time=float(d["train_time"]),

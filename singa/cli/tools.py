@@ -24,6 +24,7 @@ from singa.cli.common import (
 )
 from singa.cli.errors import CliError
 from singa.cli.lora import export_lora, restore_lora
+from singa.cli.regression import evaluate_regression, target_scale
 from singa.cli.user_options import stored_data_options
 
 __all__ = ["evaluate_checkpoint", "export_checkpoint", "load_checkpoint_model"]
@@ -126,16 +127,24 @@ def evaluate_checkpoint(
     else:
         mean, std = sdata.channel_mean_std(ds.x_train)
     x, y = (ds.x_train, ds.y_train) if split == "train" or other else (ds.x_test, ds.y_test)
-    loader = sdata.DataLoader(x, y, batch_size, mean=mean, std=std)
+    scale = target_scale(run)
+    if scale is not None:  # a regression: MSE and MAE in the target's units
+        y = x.y if y is None else y
+        x = sdata.ArrayDataset(x.x, ((np.asarray(y, np.float64) - scale.mean) / scale.std).astype(np.float32))
+    loader = sdata.DataLoader(x, y if scale is None else None, batch_size, mean=mean, std=std)
     t0 = time.perf_counter()
-    loss, acc, n = evaluate(model, loader, dev)
+    if scale is not None:
+        mse, mae, n = evaluate_regression(scale, model, loader, dev)
+        scores = {"loss": mse / scale.std**2, "mse": mse, "mae": mae}
+    else:
+        loss, acc, n = evaluate(model, loader, dev)
+        scores = {"loss": loss, "accuracy": acc}
     return {
         "model": name,
         "data": ds.info.name,
         "split": "all" if other else ds.info.splits[0] if split == "train" else ds.info.test_split,
         "samples": n,
-        "loss": loss,
-        "accuracy": acc,
+        **scores,
         "time_s": time.perf_counter() - t0,
         "checkpoint": path,
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from singa.cli.output import (
     write_plot,
 )
 from singa.cli.parallel import DistRun
+from singa.cli.regression import evaluate_regression, prepare_targets, use_mse
 from singa.cli.run_state import RUN_STATE_VERSION, RunState, SigintFlag
 from singa.cli.user_options import RESUMED_USER_SETTINGS, data_options, fine_tune, report_skipped, train_stats
 
@@ -101,6 +103,7 @@ class Trainer:
         self.explicit = set(explicit)
         self.dist = dist if dist is not None else DistRun()
         self.out = self.dist.console(cfg.quiet, cfg.verbose)
+        self.target = None  # a regression's target scale (singa.cli.regression), set by run()
 
     # ----- setup --------------------------------------------------------------------------
     def _apply_resume_settings(self) -> dict:
@@ -176,6 +179,7 @@ class Trainer:
             lambda: load_data(cfg.data, cfg.data_dir, cfg.download, not cfg.quiet, data_options(cfg))
         )
         info = ds.info
+        self.target = prepare_targets(ds)  # --task regression: standardised targets (or None)
         report_skipped(ds, self.out.warn)
         if cfg.augment and len(info.sample_shape) != 3:
             raise CliError(
@@ -213,6 +217,8 @@ class Trainer:
             model = create_model(cfg.model, info, cfg.model_args)
         except ValueError as e:
             raise CliError(f"cannot build {cfg.model} for {cfg.data}: {e}") from e
+        if self.target is not None:
+            use_mse(model, cfg.model)
         optimizer = dist.optimizer(make_optimizer(cfg, -(-steps // cfg.accumulate)))  # updates per epoch
         model.set_optimizer(optimizer)
         try:
@@ -296,7 +302,7 @@ class Trainer:
         out.info(
             f"singa-train: {cfg.model} ({self.n_params:,} parameters) on {info.name} "
             f"({len(ds.x_train)} train / {len(ds.x_test)} {info.test_split}, {shape}, "
-            f"{info.num_classes} classes)"
+            + ("regression)" if self.target is not None else f"{info.num_classes} classes)")
         )
         mode = "graph" + (" (sequential)" if cfg.sequential else "") if cfg.graph else "eager"
         mode += ", augmented" if cfg.augment else ""
@@ -332,6 +338,7 @@ class Trainer:
                 "class_names": list(info.class_names),
             },
             "normalization": {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std]},
+            **({"target_normalization": self.target.to_json()} if self.target is not None else {}),
             "steps_per_epoch": self.steps,
             **self.dist.run_json(self.cfg.batch_size),
             "state": state.to_json(),
@@ -365,14 +372,17 @@ class Trainer:
         """The validation pass of an epoch (over every rank's shard): ``loss``, ``accuracy``.
         Ctrl-C during it raises :class:`EvalStopped` (one process)."""
         flag = self.flag
+        fn = evaluate if self.target is None else partial(evaluate_regression, self.target)
         vloss, vacc = self.dist.evaluate(
-            evaluate,
+            fn,
             self.model,
             self.val_loader,
             self.dev,
             lambda: flag.set,
             max_batches=val_batches(self.cfg, self.steps, len(self.val_loader)),
         )
+        if self.target is not None:  # (MSE, MAE) in the target's units; the loss is standardised
+            return {"loss": vloss / self.target.std**2, "mse": vloss, "mae": vacc}
         return {"loss": vloss, "accuracy": vacc}
 
     def _loop(self, state: RunState, log: JsonLog) -> dict:
@@ -464,6 +474,11 @@ class Trainer:
             "final_val_acc": last.get("val_acc"),
             "best_val_acc": best["val_acc"] if best else None,
             "best_epoch": best["epoch"] if best else None,
+            **(
+                {"final_val_mse": last.get("val_mse"), "final_val_mae": last.get("val_mae")}
+                if self.target
+                else {}
+            ),
             "checkpoint": self._last_checkpoint(),
             "onnx": onnx_path,
             "log": cfg.log,
@@ -476,6 +491,8 @@ class Trainer:
         )
         if last.get("val_acc") is not None:
             msg += f"; {self.info.test_split} accuracy {100 * last['val_acc']:.2f}%"
+        elif last.get("val_mse") is not None:
+            msg += f"; {self.info.test_split} MSE {last['val_mse']:.4g}, MAE {last['val_mae']:.4g}"
             if best and best["val_acc"] > last["val_acc"]:
                 msg += f" (best {100 * best['val_acc']:.2f}% after epoch {best['epoch']})"
         out.info(msg)

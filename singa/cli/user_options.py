@@ -183,10 +183,10 @@ def user_options(f: Any) -> Any:
 
 def data_options(cfg: Any) -> dict[str, Any]:
     """The keyword arguments of :func:`singa.data.load_user_data` from the settings."""
-    if cfg.task == "regression" and data.parse_data_spec(cfg.data) is not None:
+    parsed = data.parse_data_spec(cfg.data)
+    if cfg.task == "regression" and (parsed is None or parsed[0] != "csv"):
         raise click.UsageError(
-            "--task regression: singa-train trains classifiers; train a regression on "
-            "singa.data.CSVDataset(path, task='regression') with Model.fit in Python"
+            f"--task regression needs --data csv:FILE (a numeric target column), not {cfg.data}"
         )
     channels = cfg.channels
     return {

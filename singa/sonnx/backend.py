@@ -21,19 +21,21 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper, version_converter
+from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
 from singa.kernels import conv_slices, workers
-from singa.sonnx import checks, narrow, registry, subgraph
+from singa.sonnx import checks, narrow, opsets, registry, subgraph
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
 
-MIN_IMPORT_OPSET = 11
-
+#: the oldest opset imported as it is (older models are converted first)
+MIN_IMPORT_OPSET = opsets.MIN_IMPORT_OPSET
+upgrade_opset = opsets.upgrade_opset
+opset_of = opsets.opset_of
 
 Handler = Callable[[NodeContext, list], Any]
 
@@ -67,52 +69,6 @@ def _get_device(dev: Any) -> Any:
     return dev
 
 
-def _opset_of(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
-    return MIN_IMPORT_OPSET
-
-
-def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` itself when its default-domain opset is :data:`MIN_IMPORT_OPSET` or newer,
-    else a copy converted to that opset by ``onnx.version_converter``.
-
-    Raises UnsupportedOperator naming the first node the converter cannot convert."""
-    opset = _opset_of(model)
-    if opset >= MIN_IMPORT_OPSET:
-        return model
-    scans = [nd for nd in model.graph.node if nd.op_type == "Scan"]
-    if opset < 9 and scans:  # the converter keeps Scan-8's batch axis wrong: refuse, never guess
-        nd = scans[0]
-        raise UnsupportedOperator(
-            f"ONNX import: opset {opset} model: node {nd.name or nd.output[0]!r} (Scan) has opset 8's "
-            "batch axis, which is not supported (export the model at opset 9 or newer)"
-        )
-    try:
-        return version_converter.convert_version(model, MIN_IMPORT_OPSET)
-    except Exception as e:  # the converter raises RuntimeError, ValueError, IndexError ...
-        culprit = _first_unconvertible(model)
-        raise UnsupportedOperator(
-            f"ONNX import: opset {opset} model cannot be converted to opset {MIN_IMPORT_OPSET}"
-            f"{culprit}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-        ) from e
-
-
-def _first_unconvertible(model: onnx.ModelProto) -> str:
-    """`` at node NAME (OpType)``: the first node whose graph prefix fails to convert."""
-    g = model.graph
-    for i, nd in enumerate(g.node):
-        outs = [onnx.helper.make_empty_tensor_value_info(n) for n in nd.output if n]
-        part = onnx.helper.make_graph(g.node[: i + 1], g.name, g.input, outs, list(g.initializer))
-        m = onnx.helper.make_model(part, opset_imports=list(model.opset_import), ir_version=model.ir_version)
-        try:
-            version_converter.convert_version(m, MIN_IMPORT_OPSET)
-        except Exception:
-            return f" at node {nd.name or nd.output[0] or i!r} ({nd.op_type})"
-    return ""
-
-
 class OnnxGraph:
     """An ONNX graph ready to run with autograd operators.
 
@@ -131,7 +87,7 @@ class OnnxGraph:
         model = upgrade_opset(model)
         self.model = model
         self.device = device
-        self.opset = _opset_of(model)
+        self.opset = opset_of(model)
         g = model.graph
         table = handlers()
         problems = []

@@ -3,7 +3,8 @@ cross-entropy, whose architecture may depend on the input size.
 
 A :class:`Classifier` is a :class:`singa.model.Model` whose ``train_one_batch(x, y)``
 runs ``forward``, ``softmax_cross_entropy`` and ``self.optimizer(loss)`` (backward and
-update) and returns ``(out, loss)``, as SINGA's example models do.
+update) and returns ``(out, loss)``, as SINGA's example models do. Setting
+``criterion`` to another loss layer (e.g. ``layer.MeanSquareError()``) trains with it.
 
 Size-dependent models (AlexNet, the ResNets, Xception) choose their stem from the
 input size: pass ``image_size`` to build the layers now, or leave it None and they are
@@ -73,6 +74,10 @@ class Classifier(model.Model):
         self.num_channels = int(num_channels)
         self.image_size = image_hw(image_size)
         self.softmax_cross_entropy = layer.SoftMaxCrossEntropy()
+        #: the training loss layer ``criterion(out, y)``; None: softmax cross-entropy.
+        #: ``layer.MeanSquareError()`` makes the model a regressor (float targets of the
+        #: output's shape), as ``singa-train --task regression`` does.
+        self.criterion: Layer | None = None
         self._built = False
         if self.image_size is not None or not self.size_dependent:
             self._build()
@@ -115,7 +120,7 @@ class Classifier(model.Model):
 
     def train_one_batch(self, x: Tensor, y: Tensor, dist_option: str = "plain", spars: Any = None) -> tuple:
         """One training step: forward, softmax cross-entropy against the int labels
-        ``y``, then ``self.optimizer(loss)`` (backward and update). Returns
+        ``y`` (or ``self.criterion`` when set), then ``self.optimizer(loss)`` (backward and update). Returns
         ``(out, loss)``. ``dist_option`` and ``spars`` are SINGA's distributed-training
         arguments (see :func:`singa.opt.dist.backward_with_option`): ``"plain"``, or with
         a :class:`~singa.opt.DistOpt` ``"half"``, ``"partialUpdate"``, ``"sparseTopK"``
@@ -127,7 +132,8 @@ class Classifier(model.Model):
         if self.optimizer is None:
             raise RuntimeError(f"{type(self).__name__}: call set_optimizer(...) before training")
         out = self.forward(x)
-        loss = self.softmax_cross_entropy(out, y)
+        criterion = self.softmax_cross_entropy if self.criterion is None else self.criterion
+        loss = criterion(out, y)
         backward_with_option(self.optimizer, loss, dist_option, spars)
         return out, loss
 

@@ -66,6 +66,8 @@ def test_errors(run, tmp_path, text_file):
         run("gpt", "--data", f"text:{text_file}", "--max-steps", "1", "--checkpoint", ck, *SMALL).exit_code
         == 0
     )
+    r = run("gpt", "--data", f"text:{text_file}", "--resume", ck)
+    assert r.exit_code == 1 and "--resume is not offered" in r.stderr
     r = run("generate", ck, "--prompt", "QZ")
     assert r.exit_code == 1 and "not in the vocabulary" in r.stderr
 

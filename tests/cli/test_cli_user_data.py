@@ -169,12 +169,6 @@ def test_bad_data_specs_are_usage_errors(run, tmp_path):
     assert r.exit_code == 2 and "no such npz file" in r.stderr
 
 
-def test_regression_is_a_usage_error_pointing_to_python(run, tmp_path):
-    (tmp_path / "r.csv").write_text("a,y\n1,0.5\n2,1.5\n3,2.0\n")
-    r = run("mlp", "--data", "csv:r.csv", "--task", "regression")
-    assert r.exit_code == 2 and "Model.fit" in r.stderr
-
-
 def test_list_names_the_own_forms(run):
     r = run("--list")
     assert r.exit_code == 0 and "imagefolder:DIR" in r.stdout and "file.py:Name" in r.stdout
