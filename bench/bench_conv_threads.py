@@ -11,7 +11,7 @@ interleaved blocks with a pause between them (``_harness.run_blocks``):
 - ``new-1w`` (``--one-worker``): the current one on one worker (every product on one
   BLAS thread: what a single core gives);
 - ``--variant NAME:CONST=VALUE[;CONST=VALUE]``: the current one with constants of
-  ``conv.py`` changed (e.g. ``--variant pp2:_SLICES_PER_PIECE=2``), to try a setting.
+  ``singa/kernels/conv_slices.py`` changed (e.g. ``--variant pp2:_SLICES_PER_PIECE=2``), to try a setting.
 
 Two levels: single convolutions (``--layers``: forward, forward + backward, and the
 eval forward, of the zoo networks' layer shapes) and training steps of the
@@ -41,7 +41,7 @@ import bench_graph as bg  # noqa: E402
 from _harness import ms, run_blocks, uptime  # noqa: E402
 
 from singa.autograd import conv  # noqa: E402
-from singa.kernels import workers  # noqa: E402
+from singa.kernels import conv_slices, workers  # noqa: E402
 
 #: the convolution before its slices ran on the workers (main at the start of this work)
 DEFAULT_BASE = "7c6bead"
@@ -88,13 +88,13 @@ class Switch:
         self.base = _methods(base.Conv2d)
         self.workers = workers.worker_count()
         self.variants = variants
-        self.defaults = {k: getattr(conv, k) for v in variants.values() for k in v}
+        self.defaults = {k: getattr(conv_slices, k) for v in variants.values() for k in v}
 
     def __call__(self, setting: str) -> None:
         for k, v in (self.base if setting == "base" else self.new).items():
             setattr(conv.Conv2d, k, v)
         for k, v in {**self.defaults, **self.variants.get(setting, {})}.items():
-            setattr(conv, k, v)
+            setattr(conv_slices, k, v)
         workers._count[:] = [1 if setting == "new-1w" else self.workers]
 
 
@@ -104,8 +104,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
     consts = {}
     for item in filter(None, body.split(";")):
         key, _, value = item.partition("=")
-        if not hasattr(conv, key):
-            raise SystemExit(f"--variant: conv.py has no constant {key!r}")
+        if not hasattr(conv_slices, key):
+            raise SystemExit(f"--variant: conv_slices.py has no constant {key!r}")
         consts[key] = int(value)
     return name, consts
 

@@ -1,62 +1,90 @@
 """One background write at a time: the thread of an asynchronous checkpoint save.
 
-A write's error is kept and raised by the next :meth:`BackgroundWriter.wait` (which
-the next save calls first); the thread is not a daemon, so the interpreter waits for
-it before exiting, and an error nobody collected is printed to stderr at exit."""
+Writes run on one worker thread that is started once and then waits for work, so a
+save hands its job over without waiting for a new thread to start (``Thread.start``
+blocks until the thread runs, and the new thread then holds the interpreter lock for
+a while). A write's error is kept and raised by the next :meth:`BackgroundWriter.wait`
+(which the next save calls first). The worker is a daemon thread, and an ``atexit``
+hook waits for every write in flight before the interpreter finalizes, so process
+exit waits for the write; an error nobody collected is printed to stderr then."""
 
 from __future__ import annotations
 
 import atexit
+import os
+import queue
 import sys
 import threading
 import weakref
 from collections.abc import Callable
 
 _writers: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_worker: threading.Thread | None = None
+_worker_lock = threading.Lock()
+
+
+def _work() -> None:
+    while True:
+        writer, fn = _jobs.get()
+        writer.run(fn)
+
+
+def _ensure_worker() -> None:
+    global _worker
+    with _worker_lock:
+        if _worker is None or not _worker.is_alive():
+            _worker = threading.Thread(target=_work, name="singa-checkpoint-save", daemon=True)
+            _worker.start()
+
+
+def _forget_worker() -> None:
+    """In a forked child the parent's worker does not exist: start afresh."""
+    global _worker, _jobs
+    _worker, _jobs = None, queue.SimpleQueue()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker)
 
 
 class BackgroundWriter:
-    """Runs one function at a time on a (non-daemon) thread; see the module's notes."""
+    """Runs one function at a time in the background; see the module's notes."""
 
-    def __init__(self, name: str = "singa-checkpoint-save"):
-        self.name = name
-        self._thread: threading.Thread | None = None
+    def __init__(self) -> None:
+        self._idle = threading.Event()
+        self._idle.set()
         self._error: BaseException | None = None
         self._what = ""
-        self._lock = threading.Lock()
         _writers.add(self)
 
     @property
     def busy(self) -> bool:
-        """True while a write is running."""
-        t = self._thread
-        return t is not None and t.is_alive()
+        """True while a write is queued or running."""
+        return not self._idle.is_set()
 
     def submit(self, fn: Callable[[], None], what: str) -> None:
-        """Wait for the write in flight (raising its error), then run ``fn`` on a new
-        thread; ``what`` names it in error messages."""
+        """Wait for the write in flight (raising its error), then hand ``fn`` to the
+        worker and return at once; ``what`` names it in error messages."""
         self.wait()
-        with self._lock:
-            self._what = what
-            self._thread = threading.Thread(target=self._run, args=(fn,), name=self.name, daemon=False)
-            self._thread.start()
+        self._what = what
+        self._idle.clear()
+        _ensure_worker()
+        _jobs.put((self, fn))
 
-    def _run(self, fn: Callable[[], None]) -> None:
+    def run(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (on the worker), keeping its error for :meth:`wait`."""
         try:
             fn()
         except BaseException as e:  # kept for wait(): never lost
             self._error = e
+        finally:
+            self._idle.set()
 
     def wait(self) -> None:
         """Block until the write in flight is done; raise its error if it failed."""
-        with self._lock:
-            t = self._thread
-        if t is not None:
-            t.join()
-        with self._lock:
-            err, self._error = self._error, None
-            if t is not None and self._thread is t:
-                self._thread = None
+        self._idle.wait()
+        err, self._error = self._error, None
         if err is not None:
             raise err
 

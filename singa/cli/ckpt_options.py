@@ -143,7 +143,7 @@ def save_due(cfg: Any, step: int) -> bool:
 def _metrics(history: list) -> dict:
     last = history[-1] if history else {}
     out = {}
-    for key in ("val_loss", "val_acc", "train_loss"):
+    for key in ("val_loss", "val_acc", "val_mse", "val_mae", "train_loss"):
         v = last.get(key)
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
             out[key] = float(v)

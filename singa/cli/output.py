@@ -107,11 +107,10 @@ class Progress:
         self.samples += samples
         if not self.bar.disable:
             dt = max(time.perf_counter() - self.t0, 1e-9)
-            postfix = {
-                "loss": f"{loss:.4f}",
-                "acc": f"{100 * acc:.2f}%",
-                "samples/s": f"{self.samples / dt:,.0f}",
-            }
+            postfix = {"loss": f"{loss:.4f}"}
+            if not math.isnan(acc):  # a regression has no accuracy
+                postfix["acc"] = f"{100 * acc:.2f}%"
+            postfix["samples/s"] = f"{self.samples / dt:,.0f}"
             self.bar.set_postfix(ordered_dict=postfix, refresh=False)
         self.bar.update(1)
 
@@ -153,8 +152,8 @@ def matplotlib_available() -> bool:
 
 
 def write_plot(path: str, history: list[dict], title: str) -> None:
-    """A PNG with two panels (loss, accuracy) of the train and validation curves per
-    epoch. Needs matplotlib (the ``plot`` extra)."""
+    """A PNG with two panels (the loss, and the accuracy or a regression's MSE) of the
+    train and validation curves per epoch. Needs matplotlib (the ``plot`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -166,15 +165,17 @@ def write_plot(path: str, history: list[dict], title: str) -> None:
     try:
         for key, label in (("train_loss", "train"), ("val_loss", "validation")):
             ax1.plot(epochs, [r.get(key) for r in history], marker="o", label=label)
-        for key, label in (("train_acc", "train"), ("val_acc", "validation")):
+        regression = any("val_mse" in r for r in history)  # MSE in the target's units
+        key2, factor = ("mse", 1) if regression else ("acc", 100)
+        for key, label in ((f"train_{key2}", "train"), (f"val_{key2}", "validation")):
             ax2.plot(
                 epochs,
-                [100 * r[key] if r.get(key) is not None else None for r in history],
+                [factor * r[key] if r.get(key) is not None else None for r in history],
                 marker="o",
                 label=label,
             )
         ax1.set_title("loss")
-        ax2.set_title("accuracy (%)")
+        ax2.set_title("MSE" if regression else "accuracy (%)")
         for ax in (ax1, ax2):
             ax.set_xlabel("epoch")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -12,6 +12,10 @@ cupy) arrays and return arrays.
 - :mod:`~singa.kernels.conv_geometry`: convolution and pooling geometry (pads, sizes).
 - :mod:`~singa.kernels.conv_epilogue`: bias, BatchNorm, residual, ReLU and max-pool
   applied to a convolution's batch slices.
+- :mod:`~singa.kernels.conv_slices`: a convolution's batch slices on the workers and
+  its filter layouts.
+- :mod:`~singa.kernels.conv_forward`: the forward of a convolution, plain (the
+  operator's) or with an eval-only epilogue (inference's fused kernels).
 - :mod:`~singa.kernels.conv_depthwise`: depthwise convolution kernels.
 - :mod:`~singa.kernels.conv_winograd`: eval-only Winograd convolutions of folded
   inference graphs.

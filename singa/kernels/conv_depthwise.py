@@ -42,11 +42,12 @@ __all__ = ["applies", "forward", "backward"]
 _PIECE_BYTES = 1 << 18
 
 
-def applies(op: Any, x_shape: tuple, w_shape: tuple) -> bool:
-    """Whether ``op`` (a Conv2d) on input ``x_shape`` with filters ``w_shape`` is a
-    depthwise convolution (one filter per channel, at least two channels)."""
+def applies(groups: int, x_shape: tuple, w_shape: tuple) -> bool:
+    """Whether a convolution of ``groups`` groups on input ``x_shape`` with filters
+    ``w_shape`` is a depthwise convolution (one filter per channel, at least two
+    channels)."""
     c = x_shape[1]
-    return op.groups > 1 and op.groups == c == w_shape[0] and w_shape[1] == 1
+    return groups > 1 and groups == c == w_shape[0] and w_shape[1] == 1
 
 
 def _pieces(n: int, rows: int, row_bytes: int) -> list[tuple[int, int, int, int]]:
@@ -71,9 +72,9 @@ def _padded_nhwc(xp: Any, x: Any, pads: tuple) -> Any:
     return im.pad_nhwc_into(scratch(xp, (n, h + t + b, w + l + r, c), x.dtype), xh, pads)
 
 
-def _geometry(op: Any, x_shape: tuple) -> tuple:
-    """(kh, kw, sh, sw, dh, dw, oh, ow) of ``op`` on an input of ``x_shape``."""
-    (kh, kw), (sh, sw), (dh, dw), (t, l, b, r) = op.kernel_size, op.stride, op.dilation, op.pads
+def _geometry(kernel_size: tuple, stride: tuple, dilation: tuple, pads: tuple, x_shape: tuple) -> tuple:
+    """(kh, kw, sh, sw, dh, dw, oh, ow) of a convolution on an input of ``x_shape``."""
+    (kh, kw), (sh, sw), (dh, dw), (t, l, b, r) = kernel_size, stride, dilation, pads
     h, w = x_shape[2:]
     return kh, kw, sh, sw, dh, dw, cgeo.out_size(h, kh, sh, t, b, dh), cgeo.out_size(w, kw, sw, l, r, dw)
 
@@ -112,17 +113,29 @@ def _rows(s: slice, r0: int, r1: int, step: int) -> slice:
     return slice(s.start + r0 * step, s.start + (r1 - 1) * step + 1, step)
 
 
-def forward(op: Any, x: Any, W: Any, b: Any = None) -> Any:
-    """y = depthwise conv(x, W) + b for a Conv2d ``op`` (see :func:`applies`); caches
-    what :func:`backward` needs when ``op.requires_grad``."""
+def forward(
+    x: Any,
+    W: Any,
+    b: Any,
+    kernel_size: tuple,
+    stride: tuple,
+    pads: tuple,
+    dilation: tuple,
+    keep: tuple[bool, bool] | None = None,
+) -> tuple[Any, Any]:
+    """(y, saved): y = depthwise conv(x, W) + b (see :func:`applies`) with this
+    geometry, and, when ``keep`` (keep what dx needs, keep what dW needs) is given,
+    what :func:`backward` reads from the operator's cache (else None)."""
     xp = array_module(x)
     if xp is np and x.dtype == np.float16:  # numba has no float16: compute in float32
         b32 = None if b is None else b.astype(np.float32)
-        return forward(op, x.astype(np.float32), W.astype(np.float32), b32).astype(np.float16)
+        x32, w32 = x.astype(np.float32), W.astype(np.float32)
+        y, saved = forward(x32, w32, b32, kernel_size, stride, pads, dilation, keep)
+        return y.astype(np.float16), saved
     n, c = x.shape[:2]
-    geo = _geometry(op, x.shape)
+    geo = _geometry(kernel_size, stride, dilation, pads, x.shape)
     kh, kw, sh, _, _, _, oh, ow = geo
-    xh = _padded_nhwc(xp, x, op.pads)
+    xh = _padded_nhwc(xp, x, pads)
     wk = xp.ascontiguousarray(W.reshape(c, kh * kw).T)  # (kh*kw, C)
     y = scratch(xp, (n, oh, ow, c), x.dtype)
     xf, yf, wf = _flat(xh, geo), _flat(y, geo), _weights(xp, wk, geo)
@@ -149,13 +162,14 @@ def forward(op: Any, x: Any, W: Any, b: Any = None) -> Any:
             y[i0:i1, r0:r1] += b.astype(ys.dtype, copy=False)
 
     run_pieces(piece, _pieces(n, oh, ow * c * x.itemsize), xp)
-    if op.requires_grad:
-        op.cache = ("depthwise", x.shape, xh if op.needs_grad[1] else None, wk if op.needs_grad[0] else None)
-    return y.transpose(0, 3, 1, 2)
+    saved = None
+    if keep is not None:
+        saved = ("depthwise", x.shape, xh if keep[1] else None, wk if keep[0] else None)
+    return y.transpose(0, 3, 1, 2), saved
 
 
 def is_cached(op: Any) -> bool:
-    """Whether ``op``'s cache was made by :func:`forward`."""
+    """Whether ``op``'s cache is what :func:`forward` saved."""
     return isinstance(op.cache, tuple) and len(op.cache) == 4 and op.cache[0] == "depthwise"
 
 
@@ -226,7 +240,7 @@ def backward(op: Any, dy: Any) -> tuple:
         grads = backward(op, dy.astype(np.float32))
         return tuple(None if g is None else g.astype(np.float16) for g in grads)
     c = x_shape[1]
-    geo = _geometry(op, x_shape)
+    geo = _geometry(op.kernel_size, op.stride, op.dilation, op.pads, x_shape)
     kh, kw = geo[:2]
     dyh = xp.ascontiguousarray(dy.transpose(0, 2, 3, 1))  # a view when dy is NHWC in memory
     dx = None if wk is None else _input_grad(xp, dyh, wk, geo, x_shape, op.pads)

@@ -128,7 +128,7 @@ def forward(
     """The convolution ``conv`` (its padding and output shape) of ``x`` (N, C, H, W),
     any layout, with the transformed filters ``U``, then the bias ``b`` and the
     eval-only steps of :class:`~singa.kernels.conv_epilogue.Epilogue` (see
-    :meth:`singa.autograd.conv.Conv2d.forward`), a batch slice at a time on the
+    :func:`singa.kernels.conv_forward.forward`), a batch slice at a time on the
     workers. Returns (N, O, OH, OW), NCHW with NHWC memory, like the column product."""
     n, c = x.shape[:2]
     o, r = U.shape[2], conv.kernel_size[0]

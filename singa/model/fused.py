@@ -1,11 +1,12 @@
 """Eval-only fused kernels, called by the inference graphs of :mod:`singa.model.inference`.
 
 Each is a small callable object run on arrays by a generated replay function. They
-call the operators' own kernels (the convolution's ``forward``) and add what the
-fusion saves: the bias, BatchNorm's evaluation, a residual, ReLU and a max-pool applied
-to the product's output in place, slice by slice for a convolution
-(:mod:`singa.kernels.conv_epilogue`), instead of a new array and a pass over memory
-for each. None keeps a backward cache: these kernels exist only for evaluation.
+call the kernels directly (:func:`singa.kernels.conv_forward.forward` for a
+convolution) and add what the fusion saves: the bias, BatchNorm's evaluation, a
+residual, ReLU and a max-pool applied to the product's output in place, slice by
+slice for a convolution (:mod:`singa.kernels.conv_epilogue`), instead of a new array
+and a pass over memory for each. None keeps a backward cache: these kernels exist
+only for evaluation.
 
 Per element they compute what the unfused operators compute (``max(x @ W + b, 0)`` with
 the same roundings), so fusing them alone keeps eval results bitwise equal; only the
@@ -19,6 +20,7 @@ from typing import Any
 
 import singa.kernels.conv_winograd as winograd
 from singa.device import array_module
+from singa.kernels import conv_forward
 from singa.kernels.conv_epilogue import pool_window
 from singa.kernels.jit import takes_floats
 from singa.kernels.products import matmul as _product
@@ -41,8 +43,8 @@ class ConvForward:
     A call takes ``(x, W[, b][, scale, bias, running_mean, running_var][, residual])``.
 
     Args:
-        conv: the traced convolution operator (its ``forward`` is called; it keeps no
-            cache in evaluation).
+        conv: the traced convolution operator (its geometry; the kernels of
+            :mod:`singa.kernels.conv_forward` are called with it).
         relu: apply ReLU to the result in place.
         add: the traced :class:`~singa.autograd.elementwise.Add` that adds a residual
             to the convolution's output (a ResNet block's shortcut), or None.
@@ -93,7 +95,7 @@ class ConvForward:
         steps = dict(relu=self.relu, residual=r, pool=window, affine=affine)
         if self.filters is not None and winograd.fits(self.conv, x, self.filters):
             return winograd.forward(self.conv, x, self.filters, b, **steps)
-        return self.conv.forward(x, W, b, **steps)
+        return conv_forward.forward(x, W, b, **self.conv.geometry(), **steps)
 
     def _as_traced(self, x: Any, W: Any, b: Any, stats: tuple, r: Any) -> Any:
         """The absorbed operators one after another, as traced: for a residual that

@@ -61,12 +61,13 @@ import numpy as np
 
 import singa.kernels.conv_winograd as winograd
 from singa.autograd.activation import ReLU
-from singa.autograd.conv import Conv2d, product_layout
+from singa.autograd.conv import Conv2d
 from singa.autograd.elementwise import Add
 from singa.autograd.linalg import AddBias, Gemm, MatMul
 from singa.autograd.normalization import BatchNorm2d
 from singa.autograd.pooling import MaxPool2d
 from singa.kernels.conv_epilogue import pool_window
+from singa.kernels.conv_slices import product_layout
 from singa.model.fused import ConvForward, LinearForward
 from singa.model.graph import Graph, Node, Recorder
 

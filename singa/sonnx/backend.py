@@ -26,8 +26,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
-from singa.autograd import conv
-from singa.kernels import workers
+from singa.kernels import conv_slices, workers
 from singa.sonnx import checks, narrow, opsets, registry, subgraph
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
@@ -287,14 +286,14 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
 
 def _lay_out_conv_weights(contexts: Sequence[NodeContext], params: dict[str, Tensor]) -> None:
     """Conv weights given as initializers, kept in the layout the convolution's products
-    read (:func:`singa.autograd.conv.product_layout`; same values), so that a run does not
+    read (:func:`singa.kernels.conv_slices.product_layout`; same values), so that a run does not
     copy every filter bank again. In-place changes to ``params`` still reach node-by-node
     runs and exact replays (folded ones take a snapshot: ``ReplayCache.clear``)."""
     for ctx in contexts:
         if ctx.op_type != "Conv" or len(ctx.node.input) < 2 or ctx.node.input[1] not in params:
             continue
         w = params[ctx.node.input[1]]
-        laid = conv.product_layout(w.data, int(ctx.attr("group", 1)))
+        laid = conv_slices.product_layout(w.data, int(ctx.attr("group", 1)))
         if laid is not w.data:
             params[ctx.node.input[1]] = Tensor.wrap(laid, w.device)
 

@@ -323,7 +323,7 @@ def test_gpu_matches_cpu(cfg):
 def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
     """Columns are made a few samples at a time; slices of one sample (and a last,
     shorter slice) give the same forward and gradients."""
-    from singa.autograd import conv as conv_module
+    from singa.kernels import conv_slices
 
     rng = np.random.default_rng(5)
     xs, *rest = cfg
@@ -331,8 +331,8 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
     x, w, b = make(cfg, rng)
     _, _, _, stride, padding, dilation, groups = cfg
     per_sample = x[0].size * w.shape[2] * w.shape[3] * 8  # about a sample's columns in bytes
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 2 * per_sample)
-    monkeypatch.setattr(conv_module, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(conv_slices, "_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(conv_slices, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
     y = autograd.conv2d(T(x, False), T(w), None if b is None else T(b), stride, padding, dilation, groups)
     expect = ref_conv2d(x, w, b, stride, pads_of(padding), dilation, groups)
     np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-12, atol=1e-12)
@@ -344,29 +344,29 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
 
 
 def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
-    """conv.product_layout: the same values as a view of (kh, kw, C, O) memory, which
+    """conv_slices.product_layout: the same values as a view of (kh, kw, C, O) memory, which
     the pixel-major forward multiplies as it is (no filter copy), with equal bits;
     grouped and few-channel convolutions keep W as it is; laying out twice is a no-op."""
-    from singa.autograd import conv as conv_module
+    from singa.kernels import conv_slices
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 6, 7, 7)).astype(np.float32)
     W = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
     op = Conv2d((3, 3), pads=(1, 1, 1, 1))
     op.requires_grad = False
-    laid = conv_module.product_layout(W)
+    laid = conv_slices.product_layout(W)
     np.testing.assert_array_equal(laid, W)
     assert laid.transpose(2, 3, 1, 0).flags.c_contiguous and not np.shares_memory(laid, W)
-    assert np.shares_memory(conv_module.product_layout(laid), laid)
-    view = conv_module._laid_out(np, laid.transpose(2, 3, 1, 0), (54, 5))
+    assert np.shares_memory(conv_slices.product_layout(laid), laid)
+    view = conv_slices.laid_out(np, laid.transpose(2, 3, 1, 0), (54, 5))
     assert np.shares_memory(view, laid)
     want = op.forward(x, W)
     got = op.forward(x, laid)
     assert got.shape == want.shape and got.tobytes(order="A") == want.tobytes(order="A")
     narrow = W[:, :4].copy()
-    assert conv_module.product_layout(narrow) is narrow
+    assert conv_slices.product_layout(narrow) is narrow
     grouped = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
-    assert conv_module.product_layout(grouped, groups=2) is grouped
+    assert conv_slices.product_layout(grouped, groups=2) is grouped
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])

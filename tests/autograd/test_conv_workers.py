@@ -6,9 +6,9 @@ import pytest
 from test_conv import CONFIGS, T, make, pads_of, ref_conv2d
 
 from singa import autograd
-from singa.autograd import conv
 from singa.autograd.gradcheck import gradcheck
-from singa.kernels import workers
+from singa.kernels import conv_forward, workers
+from singa.kernels import conv_slices as slices
 
 # the paths: kernel-major columns (bias row; stride 2 with dx), pixel-major columns
 # with dx by col2im (dilated, strided), dx as a stride-1 convolution, padding beyond
@@ -21,10 +21,10 @@ def several_slices(monkeypatch, cfg, batch, partials=None, itemsize=8):
     bytes of the weight-gradient partials (runs of several slices)."""
     (_, c, h, w), (_, _, kh, kw) = cfg[0], cfg[1]
     per_sample = c * h * w * kh * kw * itemsize
-    monkeypatch.setattr(conv, "_CHUNK_BYTES", 2 * per_sample)
-    monkeypatch.setattr(conv, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(slices, "_CHUNK_BYTES", 2 * per_sample)
+    monkeypatch.setattr(slices, "_SKINNY_CHUNK_BYTES", 2 * per_sample)
     if partials is not None:
-        monkeypatch.setattr(conv, "_PARTIALS_BYTES", partials)
+        monkeypatch.setattr(slices, "_PARTIALS_BYTES", partials)
     return ((batch, *cfg[0][1:]), *cfg[1:])
 
 
@@ -93,14 +93,14 @@ def test_weight_gradient_partials_are_added_in_slice_order(monkeypatch):
     import time
 
     cfg = ((6, *CONFIGS[4][0][1:]), *CONFIGS[4][1:])
-    monkeypatch.setattr(conv, "_SKINNY_CHUNK_BYTES", 1)  # one sample per slice: 6 partials
+    monkeypatch.setattr(slices, "_SKINNY_CHUNK_BYTES", 1)  # one sample per slice: 6 partials
     rng = np.random.default_rng(5)
     x, w, b = make(cfg, rng, np.float32)
     dy = rng.standard_normal((6, 4, 7, 8)).astype(np.float32)
     monkeypatch.setattr(workers, "_count", [1])
     want = forward_backward(cfg, x, w, b, dy)
     monkeypatch.setattr(workers, "_count", [2])
-    real_chunks = conv._column_chunks
+    real_chunks = slices.column_chunks
     late = []
 
     def first_slice_late(xp, xh, geo, pads, slices):
@@ -110,7 +110,7 @@ def test_weight_gradient_partials_are_added_in_slice_order(monkeypatch):
                 late.append(i0)
             yield i0, i1, cb
 
-    monkeypatch.setattr(conv, "_column_chunks", first_slice_late)
+    monkeypatch.setattr(slices, "column_chunks", first_slice_late)
     got = forward_backward(cfg, x, w, b, dy)
     assert late
     for a, c in zip(got, want):
@@ -137,7 +137,7 @@ def test_small_work_runs_inline_on_one_blas_thread(monkeypatch):
 
 @pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
 def test_relu_on_the_slices_is_relu_after(cfg, monkeypatch):
-    """forward(..., relu=True) (the eval fusion) is max(forward(...), 0), bitwise."""
+    """conv_forward.forward(..., relu=True) (the eval fusion) is max(forward(...), 0), bitwise."""
     cfg = several_slices(monkeypatch, cfg, 5, itemsize=4)
     monkeypatch.setattr(workers, "_count", [2])
     rng = np.random.default_rng(7)
@@ -146,7 +146,7 @@ def test_relu_on_the_slices_is_relu_after(cfg, monkeypatch):
     op = autograd.conv2d(T(x), T(w), None if b is None else T(b), *cfg[3:]).creator
     args = (x, w) if b is None else (x, w, b)
     plain = np.maximum(op.forward(*args), 0)
-    fused = op.forward(*args, relu=True)
+    fused = conv_forward.forward(*args, **op.geometry(), relu=True)
     assert (plain == 0).any() and (plain > 0).any()
     np.testing.assert_array_equal(fused, plain)
 
@@ -154,7 +154,7 @@ def test_relu_on_the_slices_is_relu_after(cfg, monkeypatch):
 @pytest.mark.parametrize("relu", [True, False])
 @pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
 def test_residual_on_the_slices_is_an_add_before_relu(cfg, relu, monkeypatch):
-    """forward(..., residual=r) (the eval conv+add fusion) is forward(...) + r, then
+    """conv_forward.forward(..., residual=r) (the eval conv+add fusion) is forward(...) + r, then
     ReLU, bitwise, on every path, for a residual in NCHW memory and in NHWC memory."""
     cfg = several_slices(monkeypatch, cfg, 5, itemsize=4)
     monkeypatch.setattr(workers, "_count", [2])
@@ -167,7 +167,8 @@ def test_residual_on_the_slices_is_an_add_before_relu(cfg, relu, monkeypatch):
         r = r if r.shape == y.shape else r.transpose(0, 3, 1, 2) * -0.5
         plain = y + r
         plain = np.maximum(plain, 0) if relu else plain
-        fused = op.forward(*args, relu=relu, residual=r.copy() if r.flags.c_contiguous else r)
+        res = r.copy() if r.flags.c_contiguous else r
+        fused = conv_forward.forward(*args, **op.geometry(), relu=relu, residual=res)
         assert (plain < 0).any() != relu and (plain > 0).any()
         np.testing.assert_array_equal(fused, plain)
 
@@ -175,7 +176,7 @@ def test_residual_on_the_slices_is_an_add_before_relu(cfg, relu, monkeypatch):
 @pytest.mark.parametrize("window", [(2, 2, 2, 2), (3, 3, 2, 2), (2, 1, 1, 1)])
 @pytest.mark.parametrize("cfg", PATHS + [CONFIGS[6]])
 def test_max_pool_on_the_slices_is_the_pooling_operator_after(cfg, window, monkeypatch):
-    """forward(..., relu=True, pool=window) (the eval conv+relu+maxpool fusion) gives
+    """conv_forward.forward(..., relu=True, pool=window) (the eval conv+relu+maxpool fusion) gives
     MaxPool2d's output of ReLU's output, bitwise, NaN included, on every path."""
     from singa.autograd.pooling import MaxPool2d
 
@@ -191,7 +192,7 @@ def test_max_pool_on_the_slices_is_the_pooling_operator_after(cfg, window, monke
     pool.requires_grad = False
     activated = np.maximum(op.forward(*args), 0)
     want = pool.forward(activated)
-    got = op.forward(*args, relu=True, pool=window)
+    got = conv_forward.forward(*args, **op.geometry(), relu=True, pool=window)
     assert np.isnan(want).any() and (activated == 0).any()
     np.testing.assert_array_equal(got, want)  # NaN where want has NaN
     assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -120,3 +120,28 @@ def test_zoo_criterion_trains_with_the_mean_squared_error():
     out, loss = m.train_one_batch(x, tensor.from_numpy(y))
     o = out.to_numpy().astype(np.float64)
     assert float(loss.to_numpy().reshape(-1)[0]) == pytest.approx(float(np.mean((o - y) ** 2)), rel=1e-5)
+
+
+def test_a_model_without_a_criterion_is_refused(run, csv):
+    (csv / "net.py").write_text(
+        "from singa import layer, model\n\n"
+        "class Net(model.Model):\n"
+        "    def __init__(self, num_classes=1):\n"
+        "        super().__init__()\n"
+        "        self.fc = layer.Linear(num_classes)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+    )
+    r = run("net.py:Net", "--data", "csv:train.csv", "--task", "regression", *FAST)
+    assert r.exit_code == 1 and "criterion" in r.stderr and "Traceback" not in r.stderr
+    assert not (csv / "ck.zip").exists()
+
+
+def test_the_epoch_line_of_a_regression():
+    from singa.cli.output import format_epoch
+
+    rec = {"epoch": 2, "train_loss": 0.5, "train_mse": 8.0, "train_mae": 2.0, "val_loss": 0.25}
+    rec.update(val_mse=4.0, val_mae=1.5, time_s=1.0)
+    line = format_epoch(rec, 3)
+    assert "train loss 0.5 mse 8 mae 2" in line and "val loss 0.25 mse 4 mae 1.5" in line
+    assert "acc" not in line

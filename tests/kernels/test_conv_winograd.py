@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from singa.autograd.conv import Conv2d
+from singa.kernels import conv_forward, workers
 from singa.kernels import conv_winograd as wg
-from singa.kernels import workers
 
 
 def conv64(x, W, pads):
@@ -91,7 +91,7 @@ def test_an_input_in_nchw_memory_gives_the_same_bits():
 
 def test_epilogue_steps_match_the_column_product_path():
     """Bias, BatchNorm's affine map, the residual, ReLU and max-pool are applied to the
-    Winograd output as Conv2d.forward applies them to its own."""
+    Winograd output as the column product (conv_forward.forward) applies them to its own."""
     rng = np.random.default_rng(2)
     n, c, o, h = 3, 8, 16, 12
     x = nhwc(rng.standard_normal((n, c, h, h)).astype(np.float32))
@@ -101,7 +101,7 @@ def test_epilogue_steps_match_the_column_product_path():
     res = nhwc(rng.standard_normal((n, o, h, h)).astype(np.float32))
     op = operator(3, (1, 1, 1, 1))
     kw = dict(relu=True, residual=res, pool=(2, 2, 2, 2), affine=affine)
-    want = op.forward(x, W, b, **kw)
+    want = conv_forward.forward(x, W, b, **op.geometry(), **kw)
     got = wg.forward(op, x, wg.transform_filters(W), b, **kw)
     assert got.shape == want.shape == (n, o, h // 2, h // 2)
     assert (got >= 0).all()

@@ -268,11 +268,10 @@ def test_resnet_with_convolution_slices_on_two_workers_is_bitwise_eager_and_one_
     """Every convolution cut into one-sample batch slices run on two workers (their
     weight-gradient partials added in slice order): graph replay is bitwise eager,
     and both are bitwise the same run on one worker."""
-    from singa.autograd import conv
-    from singa.kernels import workers
+    from singa.kernels import conv_slices, workers
 
-    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
-    monkeypatch.setattr(conv, "_SKINNY_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_slices, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_slices, "_SKINNY_CHUNK_BYTES", 1)
     data = batches(3, (5, 3, 8, 8), 3)
     runs = []
     for n, use_graph in ((2, False), (2, True), (1, True)):
