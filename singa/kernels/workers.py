@@ -26,7 +26,9 @@ and took 40-50 ms to move one of them: on a 2-vCPU VM, a batch-64 CNN inference 
 first 5-7 calls after a 0.3 s pause on one core (wall time = CPU time, 3-9 involuntary
 context switches a call; ``bench/README.md``, ninth round). With fewer workers than
 CPUs (several processes sharing a machine), or without threadpoolctl to hold numpy's
-BLAS to one thread per piece, nothing is pinned.
+BLAS to one thread per piece, nothing is pinned. While the load average is above the
+worker count (other processes compete for the CPUs), the calling thread is not moved:
+forced onto a CPU another process holds, it waits for it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -175,11 +178,33 @@ def _new_pool(workers: int) -> ThreadPoolExecutor:
     )
 
 
+#: seconds between two readings of the load average by :func:`_others_busy`
+LOAD_CHECK_S = 1.0
+_load_seen: list = [-LOAD_CHECK_S, False]  # [monotonic time of the last reading, busy]
+
+
+def _others_busy() -> bool:
+    """Whether the machine's 1-minute load average is above the worker count, so other
+    processes compete for the CPUs (read at most once per :data:`LOAD_CHECK_S`)."""
+    now = time.monotonic()
+    if now - _load_seen[0] >= LOAD_CHECK_S:
+        try:
+            busy = os.getloadavg()[0] > worker_count()
+        except (AttributeError, OSError):  # no load average on this platform
+            busy = False
+        _load_seen[:] = [now, busy]
+    return _load_seen[1]
+
+
 @contextlib.contextmanager
 def _off_pool_cpus() -> Iterator[None]:
     """Keep the calling thread on the CPUs left to it by a pinned pool for the block,
-    then give it back its own CPU mask (unchanged when that mask has none of them)."""
-    mask = os.sched_getaffinity(0) if _caller_cpus else None
+    then give it back its own CPU mask (unchanged when that mask has none of them).
+    Not while other processes keep the machine busy (:func:`_others_busy`): a move onto
+    a CPU that another process holds waits for it (``gpt`` graph training step, two
+    workers, load 2.4-2.9 on 2 cores: medians 380-509 ms moving the caller, 296-345 ms
+    not; bench/README.md), while the pool threads stay pinned."""
+    mask = os.sched_getaffinity(0) if _caller_cpus and not _others_busy() else None
     keep = mask & _caller_cpus[0] if mask is not None else None
     if not keep or keep == mask:
         yield

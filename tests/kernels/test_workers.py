@@ -260,6 +260,7 @@ def test_pool_threads_are_pinned_and_the_caller_keeps_off_their_cpus(monkeypatch
     if blas_threads.controller() is None:
         pytest.skip("needs a BLAS that threadpoolctl controls")
     cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(workers, "_others_busy", lambda: False)  # an idle machine
     monkeypatch.setattr(workers, "_count", [])
     monkeypatch.setenv("SINGA_NUM_THREADS", str(len(cpus)))
     workers.set_worker_count(None)  # a fresh pool, one thread per CPU but the caller's
@@ -340,3 +341,39 @@ def test_run_pieces_does_not_wait_for_a_pool_thread_busy_elsewhere(monkeypatch):
     finally:
         release.set()
         busy.result()
+
+
+def test_the_caller_is_moved_only_while_the_machine_is_not_busy_and_the_load_is_read_once_a_second(
+    monkeypatch,
+):
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity")
+    moves, readings, load = [], [], [0.5]
+
+    def loadavg():
+        readings.append(load[0])
+        return (load[0], 0.0, 0.0)
+
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: moves.append(set(cpus)))
+    monkeypatch.setattr(workers.os, "getloadavg", loadavg)
+    monkeypatch.setattr(workers, "_count", [2])
+    monkeypatch.setattr(workers, "_caller_cpus", [frozenset({0})])
+    clock = [100.0]
+    monkeypatch.setattr(workers.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(workers, "_load_seen", [-workers.LOAD_CHECK_S, False])
+    for _ in range(3):
+        with workers._off_pool_cpus():
+            pass
+    assert moves == [{0}, {0, 1}] * 3 and readings == [0.5]  # idle: moved each time, one reading
+    moves.clear()
+    load[0] = 3.5  # other processes keep both CPUs busy
+    with workers._off_pool_cpus():
+        pass
+    assert moves == [{0}, {0, 1}]  # the last reading still holds
+    clock[0] += workers.LOAD_CHECK_S
+    moves.clear()
+    for _ in range(3):
+        with workers._off_pool_cpus():
+            pass
+    assert moves == [] and readings == [0.5, 3.5]  # busy: left where it is
