@@ -13,7 +13,7 @@ from model_helpers import MLP, batches
 from singa import checkpoint as ck
 from singa import opt
 from singa.checkpoint import background
-from singa.checkpoint.atomic import host_tag
+from singa.checkpoint.fileformat.atomic import host_tag
 from singa.data import ArrayDataset, DataLoader
 from singa.tensor import Tensor
 
