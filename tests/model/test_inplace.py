@@ -109,9 +109,24 @@ def test_inplace_call_writes_into_private_inputs_only():
     assert not same and np.array_equal(r, [1.0, 0.0])  # a view of it is alive: new array
 
 
-def test_scheduled_cnn_peak_memory_is_lower():
+def _step_peak(m, tx, ty) -> int:
+    """The peak of memory allocated during one step, above what was held before it."""
+    import gc
     import tracemalloc
 
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        m(tx, ty)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+
+
+def test_scheduled_cnn_peak_memory_is_lower():
     peaks = {}
     for seq in (True, False):
         device.get_default_device().set_rand_seed(0)
@@ -122,11 +137,10 @@ def test_scheduled_cnn_peak_memory_is_lower():
         m.compile([tx], use_graph=True, sequential=seq)
         for _ in range(3):
             m(tx, ty)
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        m(tx, ty)
-        peaks[seq] = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
+        # tracemalloc counts every thread's allocations: the least of three steps leaves out
+        # a background thread of an earlier test (a log writer, a prefetcher) that allocated
+        # during one of them
+        peaks[seq] = min(_step_peak(m, tx, ty) for _ in range(3))
     assert peaks[False] < 0.75 * peaks[True], peaks
 
 
