@@ -45,15 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from singa.checkpoint import loading as _loading
-from singa.checkpoint import saving as _saving
 from singa.checkpoint.errors import CheckpointError, CheckpointWarning
-from singa.checkpoint.info import ArrayInfo, CheckpointInfo, describe
-from singa.checkpoint.layout import FORMAT_VERSION
-from singa.checkpoint.loading import AuxStates, LoadReport
+from singa.checkpoint.fileformat.file_reading import read_checkpoint
+from singa.checkpoint.fileformat.layout import FORMAT_VERSION
 from singa.checkpoint.manager import CheckpointManager, Restored, newest_valid
-from singa.checkpoint.protocols import HasStates
-from singa.checkpoint.reader import read_checkpoint
+from singa.checkpoint.states import model_loading, model_saving
+from singa.checkpoint.states.info import ArrayInfo, CheckpointInfo, describe
+from singa.checkpoint.states.model_loading import AuxStates, LoadReport
+from singa.checkpoint.states.protocols import HasStates
 from singa.checkpoint.weights import load_weights, save_weights
 from singa.tensor import Tensor
 
@@ -93,7 +92,7 @@ def save_model(
     with string keys). ``compress=True`` deflates the arrays (slower, smaller).
     Returns the path written."""
     opt = getattr(model, "optimizer", None)
-    return _saving.save(
+    return model_saving.save(
         fpath,
         layer=model,
         optimizer=opt,
@@ -115,14 +114,16 @@ def load_model(model: HasStates, fpath: Any, strict: bool = True) -> AuxStates:
     :class:`CheckpointWarning`. Values are copied in place into the existing arrays
     (graph traces stay valid). Parameters that a not-yet-compiled model creates
     lazily are filled in when they are created (before their first use)."""
-    return _loading.load(fpath, layer=model, optimizer="model", params=None, strict=strict, with_rng=True)
+    return model_loading.load(
+        fpath, layer=model, optimizer="model", params=None, strict=strict, with_rng=True
+    )
 
 
 def save_layer(
     layer: HasStates, fpath: Any, aux_states: Mapping | None = None, *, compress: bool = False
 ) -> str:
     """Save a layer's parameters and buffers (no optimizer, no random state)."""
-    return _saving.save(
+    return model_saving.save(
         fpath,
         layer=layer,
         optimizer=None,
@@ -136,7 +137,7 @@ def save_layer(
 def load_layer(layer: HasStates, fpath: Any, strict: bool = True) -> AuxStates:
     """Load parameters and buffers into a layer (see :func:`load_model`); optimizer
     and random states in the file are ignored."""
-    return _loading.load(fpath, layer=layer, optimizer=None, params=None, strict=strict, with_rng=False)
+    return model_loading.load(fpath, layer=layer, optimizer=None, params=None, strict=strict, with_rng=False)
 
 
 def save_optimizer(
@@ -149,7 +150,7 @@ def save_optimizer(
 ) -> str:
     """Save an optimizer's states on their own; ``params`` names the parameters it
     updates (e.g. ``model.get_params()``)."""
-    return _saving.save(
+    return model_saving.save(
         fpath,
         layer=None,
         optimizer=optimizer,
@@ -165,7 +166,9 @@ def load_optimizer(
 ) -> AuxStates:
     """Restore an optimizer's states saved by :func:`save_optimizer` or
     :func:`save_model`; ``params`` maps names to the parameters it updates."""
-    return _loading.load(fpath, layer=None, optimizer=optimizer, params=params, strict=strict, with_rng=False)
+    return model_loading.load(
+        fpath, layer=None, optimizer=optimizer, params=params, strict=strict, with_rng=False
+    )
 
 
 def read(fpath: Any, verify: bool = False) -> CheckpointInfo:

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from singa.checkpoint.atomic import atomic_write
+from singa.checkpoint.fileformat.atomic import atomic_write
 
 #: the index file in a manager's folder
 INDEX_NAME = "checkpoints.json"

@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from singa.checkpoint import saving
-from singa.checkpoint.atomic import remove_stale_temporaries
 from singa.checkpoint.background import BackgroundWriter
 from singa.checkpoint.errors import CheckpointError, CheckpointWarning
+from singa.checkpoint.fileformat.atomic import remove_stale_temporaries
+from singa.checkpoint.fileformat.file_reading import read_checkpoint
 from singa.checkpoint.index import (
     INDEX_NAME,
     MANAGER_KEY,
@@ -45,7 +45,7 @@ from singa.checkpoint.index import (
     step_file,
     write_index,
 )
-from singa.checkpoint.reader import read_checkpoint
+from singa.checkpoint.states import model_saving
 
 __all__ = ["CheckpointManager", "Restored", "newest_valid", "scan"]
 
@@ -265,7 +265,9 @@ class CheckpointManager:
             "metrics": {k: v if math.isfinite(v) else None for k, v in metrics.items()},
         }
         opt = getattr(model, "optimizer", None)
-        snap = saving.snapshot(model, opt, None, aux, True, copy=self.async_save)
+        snap = model_saving.snapshot(
+            model, optimizer=opt, params=None, aux_states=aux, with_rng=True, copy=self.async_save
+        )
         record = Record(step, step_file(step), metrics)
         if self._writer is None:
             self._commit(snap, record)
@@ -273,9 +275,9 @@ class CheckpointManager:
             self._writer.submit(lambda: self._commit(snap, record), f"of step {step}")
         return os.path.join(self.directory, record.file)
 
-    def _commit(self, snap: saving.Snapshot, record: Record) -> None:
+    def _commit(self, snap: model_saving.Snapshot, record: Record) -> None:
         """Write the file, then the index, then apply retention."""
-        saving.write_snapshot(os.path.join(self.directory, record.file), snap, self.compress)
+        model_saving.write_snapshot(os.path.join(self.directory, record.file), snap, compress=self.compress)
         with self._lock:
             records = sorted(
                 [r for r in self._records if r.step != record.step] + [record], key=lambda r: r.step

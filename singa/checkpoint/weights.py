@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from singa.checkpoint.atomic import atomic_write
 from singa.checkpoint.errors import CheckpointError
-from singa.checkpoint.loading import LoadReport, load_arrays
-from singa.checkpoint.saving import snapshot
+from singa.checkpoint.fileformat.atomic import atomic_write
+from singa.checkpoint.states.model_loading import LoadReport, load_arrays
+from singa.checkpoint.states.model_saving import snapshot
 
 __all__ = ["save_weights", "load_weights"]
 
@@ -45,7 +45,7 @@ def save_weights(model: Any, path: str | os.PathLike, metadata: dict[str, str] |
         if not isinstance(k, str) or not isinstance(v, str):
             raise TypeError(f"save_weights: metadata must map strings to strings, got {k!r}: {v!r}")
         meta[k] = v
-    snap = snapshot(model, None, None, None, False)
+    snap = snapshot(model, optimizer=None, params=None, aux_states=None, with_rng=False)
     arrays = {e.key: np.ascontiguousarray(e.array) for e in snap.entries}
     data = st.save(arrays, metadata=meta)
     return atomic_write(path, lambda f: f.write(data))
@@ -69,7 +69,7 @@ def load_weights(model: Any, path: str | os.PathLike, strict: bool = True) -> Lo
         raise CheckpointError(f"cannot read {label}: {e.strerror or e}") from e
     except Exception as e:  # safetensors raises its own SafetensorError for bad files
         raise CheckpointError(f"{label} is not a valid safetensors file: {e}") from e
-    return load_arrays(model, arrays, label, strict, _torch_hint)
+    return load_arrays(model, arrays, label=label, strict=strict, hint=_torch_hint)
 
 
 def _reversed_2d(line: str) -> bool:

@@ -189,7 +189,7 @@ def test_save_overwrites_atomically_and_follows_symlinks(tmp_path):
 def test_replaced_file_is_released_in_the_background_and_nothing_is_left(tmp_path):
     """Overwriting keeps the old file open across the rename (so the rename does not
     free its blocks) and closes it on a worker thread: no descriptor leaks, no file."""
-    import singa.checkpoint.atomic as atomic
+    import singa.checkpoint.fileformat.atomic as atomic
 
     p = tmp_path / "c.zip"
     ck.save_layer(Net(seed=0), p)
@@ -213,7 +213,7 @@ def test_saves_in_a_forked_child_do_not_hang_or_leak(tmp_path):
         from singa import checkpoint as ck
         from test_checkpoint_helpers import Net
         from concurrent.futures import Future
-        import singa.checkpoint.atomic as atomic
+        import singa.checkpoint.fileformat.atomic as atomic
         ck.save_layer(Net(seed=0), {str(tmp_path / "child.zip")!r})
         ck.save_layer(Net(seed=1), {str(tmp_path / "child.zip")!r})
         atomic._closing = Future()  # a close still pending when the process forks
@@ -255,7 +255,7 @@ def test_save_from_an_atexit_handler(tmp_path):
 
 
 def test_save_errors_name_the_checkpoint(tmp_path, monkeypatch):
-    import singa.checkpoint.zip_write as cio
+    import singa.checkpoint.fileformat.npz_writing as cio
 
     def no_space(*a, **k):
         raise OSError(28, "No space left on device")
@@ -274,7 +274,7 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
     p = tmp_path / "c.zip"
     ck.save_layer(Net(seed=1), p)
     before = p.read_bytes()
-    import singa.checkpoint.zip_write as cio
+    import singa.checkpoint.fileformat.npz_writing as cio
 
     def boom(*a, **k):
         raise OSError("disk full")
@@ -286,7 +286,7 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
-    from singa.checkpoint.atomic import _tmp_prefix, host_tag
+    from singa.checkpoint.fileformat.atomic import _tmp_prefix, host_tag
 
     p = tmp_path / "c.zip"
     dead = tmp_path / f"{_tmp_prefix('c.zip')}{host_tag()}.999999999.abc"

@@ -83,7 +83,7 @@ def test_hostile_file_is_refused_in_bounded_memory_and_changes_nothing(tmp_path,
 
 def test_model_mismatch_is_found_before_any_array_data_is_read(tmp_path, good, monkeypatch):
     """A strict load compares names, shapes and dtypes from the headers first."""
-    from singa.checkpoint.zip_read import NpzReader
+    from singa.checkpoint.fileformat.zip_members import NpzReader
 
     def no_data(self, check_crc):
         raise AssertionError("array data read before the model was checked")

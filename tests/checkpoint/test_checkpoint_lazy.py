@@ -6,7 +6,7 @@ from test_checkpoint_helpers import LazyMLP, assert_states_equal, batches, state
 
 from singa import checkpoint as ck
 from singa import device, layer, opt
-from singa.checkpoint.reader import read_checkpoint
+from singa.checkpoint.fileformat.file_reading import read_checkpoint
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 

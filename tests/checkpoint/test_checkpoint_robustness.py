@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_checkpoint_helpers import Net, assert_states_equal, states_of
 
 from singa import checkpoint as ck
-from singa.checkpoint.atomic import _TMP_TAG
+from singa.checkpoint.fileformat.atomic import _TMP_TAG
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 
@@ -52,7 +52,7 @@ def temporaries(folder):
 def _saver_loop(path, start, kill_at):  # runs in a forked child, never returns
     """Save again and again, and SIGKILL this process at its ``kill_at``-th kill point:
     the start of each array's write, each fsync, the rename, the folder's fsync."""
-    from singa.checkpoint import atomic, zip_write
+    from singa.checkpoint.fileformat import atomic, npz_writing
 
     count = [0]
 
@@ -65,7 +65,7 @@ def _saver_loop(path, start, kill_at):  # runs in a forked child, never returns
 
         return at_kill_point
 
-    zip_write.write_npy = counted(zip_write.write_npy)
+    npz_writing.write_npy = counted(npz_writing.write_npy)
     os.fsync = counted(os.fsync)
     os.replace = counted(os.replace)
     atomic._fsync_folder = counted(atomic._fsync_folder)

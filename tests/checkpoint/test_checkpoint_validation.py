@@ -12,7 +12,7 @@ from test_checkpoint_helpers import Leaf, Net, assert_states_equal, fake_grads, 
 
 from singa import checkpoint as ck
 from singa import device, opt
-from singa.checkpoint.reader import read_checkpoint
+from singa.checkpoint.fileformat.file_reading import read_checkpoint
 from singa.tensor import Tensor
 
 CheckpointError = ck.CheckpointError

@@ -71,8 +71,12 @@ def test_cache_dir_env_and_default(monkeypatch, tmp_path):
     monkeypatch.setenv("SINGA_DATA", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
     monkeypatch.delenv("SINGA_DATA")
+    monkeypatch.delenv("SINGA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "singa"
+    monkeypatch.setenv("SINGA_CACHE_DIR", str(tmp_path / "all"))  # singa's cache folder moves it too
+    assert cache_dir() == tmp_path / "all"
 
 
 def _serve_mnist_like(root, gen, monkeypatch, corrupt=None):

@@ -13,7 +13,8 @@ from model_helpers import MLP, batches
 from singa import checkpoint as ck
 from singa import opt
 from singa.checkpoint import background
-from singa.checkpoint.atomic import host_tag
+from singa.checkpoint.fileformat.atomic import host_tag
+from singa.checkpoint.states import model_saving
 from singa.data import ArrayDataset, DataLoader
 from singa.tensor import Tensor
 
@@ -183,14 +184,14 @@ class _Gate:
 
     def __init__(self, monkeypatch):
         self.started, self.release = threading.Event(), threading.Event()
-        real = ck.saving.write_snapshot
+        real = model_saving.write_snapshot
 
-        def slow(path, snap, compress=False):
+        def slow(path, snap, *, compress=False):
             self.started.set()
             assert self.release.wait(30)
-            return real(path, snap, compress)
+            return real(path, snap, compress=compress)
 
-        monkeypatch.setattr(ck.saving, "write_snapshot", slow)
+        monkeypatch.setattr(model_saving, "write_snapshot", slow)
 
 
 def test_async_snapshot_is_taken_at_the_call(tmp_path, monkeypatch):
@@ -236,10 +237,10 @@ def test_async_error_surfaces_at_the_next_call(tmp_path, monkeypatch):
     m = make()
     mgr = ck.CheckpointManager(tmp_path, async_save=True)
 
-    def boom(path, snap, compress=False):
+    def boom(path, snap, *, compress=False):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ck.saving, "write_snapshot", boom)
+    monkeypatch.setattr(model_saving, "write_snapshot", boom)
     mgr.save(1, m)
     with pytest.raises(OSError, match="No space"):
         mgr.save(2, m)
@@ -269,11 +270,12 @@ def test_process_exit_waits_for_the_background_write(tmp_path):
     code = (
         "import time, numpy as np\n"
         "from singa import checkpoint as ck, layer, model, opt, tensor\n"
-        "real = ck.saving.write_snapshot\n"
+        "from singa.checkpoint.states import model_saving\n"
+        "real = model_saving.write_snapshot\n"
         "def slow(*a, **k):\n"
         "    time.sleep(1.0)\n"
         "    return real(*a, **k)\n"
-        "ck.saving.write_snapshot = slow\n"
+        "model_saving.write_snapshot = slow\n"
         "class M(model.Model):\n"
         "    def __init__(self):\n"
         "        super().__init__(); self.fc = layer.Linear(2)\n"

@@ -161,7 +161,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1729
+PASS_FLOOR = 1732
 
 
 def _tally() -> dict:

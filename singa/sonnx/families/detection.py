@@ -1,5 +1,7 @@
-"""Detection post-processing: ONNX NonMaxSuppression (computed when the node runs:
-its output is a data-dependent list of int64 indices, without a gradient).
+"""Detection: ONNX NonMaxSuppression (computed when the node runs: its output is a
+data-dependent list of int64 indices, without a gradient) and RoiAlign (inference-only,
+computed when the node runs: bilinear samples of each region pooled by average or max,
+as onnxruntime's kernel and ONNX's reference compute them).
 """
 
 from __future__ import annotations
@@ -74,5 +76,81 @@ def handle_non_max_suppression(ctx: NodeContext, xs: list) -> Tensor:
     return ctx.const(np.asarray(rows, dtype=np.int64).reshape(-1, 3))
 
 
+def _axis_samples(start: float, size: float, pooled: int, grid: int, limit: int):
+    """Bilinear sampling along one axis of a region: for the ``pooled * grid`` sample
+    points, the low and high indices, their weights and whether the point lies inside
+    [-1, limit] (outside points contribute 0)."""
+    bin_size = size / pooled
+    k = np.arange(pooled * grid)
+    pos = start + (k // grid) * bin_size + (k % grid + 0.5) * bin_size / grid
+    inside = (pos >= -1.0) & (pos <= limit)
+    pos = np.maximum(pos, 0.0)
+    low = np.floor(pos).astype(np.int64)
+    edge = low >= limit - 1
+    low = np.where(edge, limit - 1, low)
+    high = np.where(edge, limit - 1, low + 1)
+    frac = np.where(edge, 0.0, pos - low)
+    return low, high, (1.0 - frac) * inside, frac * inside
+
+
+def _grid(sampling_ratio: int, size: float, pooled: int) -> int:
+    return sampling_ratio if sampling_ratio > 0 else int(np.ceil(size / pooled))
+
+
+def roi_align_one(
+    feat: np.ndarray, box: np.ndarray, out_hw: tuple, sampling_ratio: int, mode: str, half: bool
+):
+    """One region of ``feat`` (C, H, W), box ``[x1, y1, x2, y2]`` already scaled:
+    (C, out_h, out_w) pooled samples."""
+    (oh, ow), (_, h, w) = out_hw, feat.shape
+    x0, y0, x1, y1 = box - (0.5 if half else 0.0)
+    rw, rh = x1 - x0, y1 - y0
+    if not half:  # malformed regions count as 1x1
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    gh, gw = _grid(sampling_ratio, rh, oh), _grid(sampling_ratio, rw, ow)
+    if gh <= 0 or gw <= 0:
+        return np.zeros((feat.shape[0], oh, ow))
+    yl, yh, wyl, wyh = _axis_samples(y0, rh, oh, gh, h)
+    xl, xh, wxl, wxh = _axis_samples(x0, rw, ow, gw, w)
+    terms = [
+        wy[:, None] * wx[None, :] * feat[:, iy[:, None], ix[None, :]]
+        for iy, wy in ((yl, wyl), (yh, wyh))
+        for ix, wx in ((xl, wxl), (xh, wxh))
+    ]
+    shape = (feat.shape[0], oh, gh, ow, gw)
+    if mode == "max":
+        return np.max(np.maximum.reduce(terms).reshape(shape), axis=(2, 4))
+    return np.sum(terms, axis=0).reshape(shape).sum(axis=(2, 4)) / (gh * gw)
+
+
+@builds()
+def handle_roi_align(ctx: NodeContext, xs: list) -> Tensor:
+    """RoiAlign(X, rois, batch_indices) with ``mode`` avg or max, ``output_height``,
+    ``output_width``, ``sampling_ratio`` (0: adaptive), ``spatial_scale`` and
+    ``coordinate_transformation_mode`` (half_pixel, the default from opset 16, or
+    output_half_pixel, opset 10's behaviour)."""
+    if ctx.training and xs[0].requires_grad:
+        raise ctx.unsupported("RoiAlign is inference-only (no gradient): run the model in eval mode")
+    feat, rois, idx = ctx.static(xs[0]), ctx.static(xs[1]), ctx.static(xs[2])
+    mode = ctx.attr("mode", "avg")
+    ctm = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    if mode not in ("avg", "max") or ctm not in ("half_pixel", "output_half_pixel"):
+        raise ctx.unsupported(f"mode {mode!r} with coordinate_transformation_mode {ctm!r}")
+    if rois.ndim != 2 or rois.shape[1] != 4 or idx.shape != (rois.shape[0],):
+        raise ctx.unsupported(f"rois of shape {rois.shape} with batch_indices of shape {idx.shape}")
+    if idx.size and (idx.min() < 0 or idx.max() >= feat.shape[0]):
+        raise ctx.unsupported(f"batch_indices outside 0..{feat.shape[0] - 1}")
+    out_hw = (int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1)))
+    boxes = rois.astype(np.float64) * float(ctx.attr("spatial_scale", 1.0))
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    f64 = feat.astype(np.float64)
+    ys = [
+        roi_align_one(f64[int(b)], box, out_hw, ratio, mode, ctm == "half_pixel")
+        for b, box in zip(idx, boxes)
+    ]
+    y = np.stack(ys) if ys else np.zeros((0, feat.shape[1], *out_hw))
+    return ctx.const(y.astype(feat.dtype))
+
+
 EXPORT: dict = {}
-IMPORT = {"NonMaxSuppression": handle_non_max_suppression}
+IMPORT = {"NonMaxSuppression": handle_non_max_suppression, "RoiAlign": handle_roi_align}

@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npy
 
-from singa.checkpoint.hashing import CHUNK, HASH_WORKERS, hash_member, memory_bytes, resolved, submit
+from singa.checkpoint.fileformat.hashing import (
+    CHUNK,
+    HASH_WORKERS,
+    hash_member,
+    memory_bytes,
+    resolved,
+    submit,
+)
 
 SYNC_EVERY = 32 << 20  # bytes written between background fdatasyncs of a save
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from singa.checkpoint.hashing import submit
+from singa.checkpoint.fileformat.hashing import submit
 
 _TMP_TAG = ".singa-tmp."
 _active_tmp: set[str] = set()

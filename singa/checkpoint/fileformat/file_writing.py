@@ -8,16 +8,17 @@ import time
 import zipfile
 from typing import Any
 
-from singa.checkpoint.atomic import atomic_write
-from singa.checkpoint.hashing import sha256_hex
-from singa.checkpoint.layout import EXTRA_STATES, METADATA, STATES_ATTR, TENSOR_DICT, ArrayEntry
-from singa.checkpoint.manifest import extra_states_json, metadata_json, states_attr_json
-from singa.checkpoint.zip_write import write_npz, zipinfo
+from singa.checkpoint.fileformat.atomic import atomic_write
+from singa.checkpoint.fileformat.hashing import sha256_hex
+from singa.checkpoint.fileformat.layout import EXTRA_STATES, METADATA, STATES_ATTR, TENSOR_DICT, ArrayEntry
+from singa.checkpoint.fileformat.manifest import extra_states_json, metadata_json, states_attr_json
+from singa.checkpoint.fileformat.npz_writing import write_npz, zipinfo
 
 
 def write_checkpoint(
     fpath: Any,
     entries: list[ArrayEntry],
+    *,
     aux_values: dict,
     optimizer: dict | None,
     rng: dict | None,

@@ -20,9 +20,9 @@ import numpy as np
 from numpy.lib import format as npy
 
 from singa.checkpoint.errors import CheckpointError
-from singa.checkpoint.hashing import CHUNK, HASH_WORKERS, hash_member, memory_bytes, resolved
-from singa.checkpoint.layout import MAX_JSON_BYTES, MAX_NDIM, check_dtype, safe_name
-from singa.checkpoint.zip_end import EndRecord, check_end_record
+from singa.checkpoint.fileformat.end_records import EndRecord, check_end_record
+from singa.checkpoint.fileformat.hashing import CHUNK, HASH_WORKERS, hash_member, memory_bytes, resolved
+from singa.checkpoint.fileformat.layout import MAX_JSON_BYTES, MAX_NDIM, check_dtype, safe_name
 
 _DEFLATE_MAX_RATIO = 1032  # deflate cannot expand more than this (RFC 1951)
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from singa import device as _device
-from singa.checkpoint import lazy as _lazy
 from singa.checkpoint.errors import CheckpointError
-from singa.checkpoint.layout import (
+from singa.checkpoint.fileformat.file_writing import write_checkpoint
+from singa.checkpoint.fileformat.layout import (
     AUX_STATE,
     MODEL_STATE,
     OPTIMIZER_PREFIX,
@@ -23,7 +23,7 @@ from singa.checkpoint.layout import (
     check_dtype,
     safe_name,
 )
-from singa.checkpoint.writer import write_checkpoint
+from singa.checkpoint.states import lazy_params
 from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
@@ -190,6 +190,7 @@ class Snapshot:
 
 def snapshot(
     layer: Any,
+    *,
     optimizer: Any,
     params: Mapping | None,
     aux_states: Mapping | None,
@@ -203,7 +204,7 @@ def snapshot(
     optimizer = unwrap_optimizer(optimizer)  # a DistOpt saves the optimizer it wraps
     if params is None and layer is not None:
         params = layer.get_params() or None  # walked once for the optimizer and the device
-    pending = _lazy.pending_of(layer) if layer is not None else None
+    pending = lazy_params.pending_of(layer) if layer is not None else None
     entries = _model_entries(layer, pending) if layer is not None else []
     opt_json = None
     if optimizer is not None:
@@ -226,15 +227,22 @@ def snapshot(
     return Snapshot(entries, aux_json, opt_json, rng, dev_name)
 
 
-def write_snapshot(fpath: Any, snap: Snapshot, compress: bool = False) -> str:
+def write_snapshot(fpath: Any, snap: Snapshot, *, compress: bool = False) -> str:
     """Write a :class:`Snapshot` to ``fpath`` atomically; returns the path written."""
     return write_checkpoint(
-        fpath, snap.entries, snap.aux_json, snap.opt_json, snap.rng, snap.device, compress
+        fpath,
+        snap.entries,
+        aux_values=snap.aux_json,
+        optimizer=snap.opt_json,
+        rng=snap.rng,
+        device=snap.device,
+        compress=compress,
     )
 
 
 def save(
     fpath: Any,
+    *,
     layer: Any,
     optimizer: Any,
     params: Mapping | None,
@@ -245,4 +253,5 @@ def save(
     """Save the states of ``layer`` and ``optimizer`` (over ``params``, or the layer's
     parameters), ``aux_states`` and with ``with_rng`` the device's random state to
     ``fpath``; everything is checked before the file is written."""
-    return write_snapshot(fpath, snapshot(layer, optimizer, params, aux_states, with_rng), compress)
+    snap = snapshot(layer, optimizer=optimizer, params=params, aux_states=aux_states, with_rng=with_rng)
+    return write_snapshot(fpath, snap, compress=compress)

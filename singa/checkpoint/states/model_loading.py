@@ -1,6 +1,6 @@
 """Loading: checking a checkpoint's contents against a model, its optimizer and its
 random generator, then applying them, all or (``strict=True``) nothing; entries of
-lazily created parameters are handed to :mod:`singa.checkpoint.lazy`."""
+lazily created parameters are handed to :mod:`singa.checkpoint.states.lazy_params`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from singa.checkpoint import lazy as _lazy
 from singa.checkpoint.errors import CheckpointError, CheckpointWarning
-from singa.checkpoint.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, ArrayMeta, Contents
-from singa.checkpoint.reader import INFLATE_MARGIN, Expectation, read_checkpoint
-from singa.checkpoint.saving import states_device
+from singa.checkpoint.fileformat.file_reading import INFLATE_MARGIN, Expectation, read_checkpoint
+from singa.checkpoint.fileformat.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, ArrayMeta, Contents
+from singa.checkpoint.states import lazy_params
+from singa.checkpoint.states.model_saving import states_device
 from singa.opt.dist import unwrap_optimizer
 from singa.tensor import Tensor
 
@@ -86,8 +86,8 @@ class _Plan:
 def _plan_layer(layer: Any, given: dict[str, ArrayMeta], report: LoadReport, plan: _Plan) -> None:
     """Compare the stored model states (shapes and dtypes, no data) with the layer's."""
     own = layer.get_states()
-    lazy = {k: s for k, s in layer.sublayers().items() if _lazy.uninitialized(s)}
-    if _lazy.uninitialized(layer):
+    lazy = {k: s for k, s in layer.sublayers().items() if lazy_params.uninitialized(s)}
+    if lazy_params.uninitialized(layer):
         lazy[""] = layer
     plan.lazy = lazy
     for name, t in own.items():
@@ -96,7 +96,7 @@ def _plan_layer(layer: Any, given: dict[str, ArrayMeta], report: LoadReport, pla
     for name, arr in given.items():
         t = own.get(name)
         if t is None:
-            owner = _lazy.deepest_owner(name, lazy)
+            owner = lazy_params.deepest_owner(name, lazy)
             if owner is None:
                 report.unexpected.append(f"{name} (found {_desc(arr.shape, arr.dtype)})")
             else:
@@ -279,7 +279,8 @@ def _expectation(layer: Any, params: Mapping | None, check: Callable[[Contents],
     states = dict(layer.get_states()) if layer is not None else {}
     ps = dict(params if params is not None else (layer.get_params() if layer is not None else {}))
     lazy = layer is not None and (
-        _lazy.uninitialized(layer) or any(_lazy.uninitialized(s) for s in layer.sublayers().values())
+        lazy_params.uninitialized(layer)
+        or any(lazy_params.uninitialized(s) for s in layer.sublayers().values())
     )
     if lazy:
         return Expectation(check=check)
@@ -290,7 +291,7 @@ def _expectation(layer: Any, params: Mapping | None, check: Callable[[Contents],
 
 
 def load(
-    fpath: Any, layer: Any, optimizer: Any, params: Mapping | None, strict: bool, with_rng: bool
+    fpath: Any, *, layer: Any, optimizer: Any, params: Mapping | None, strict: bool, with_rng: bool
 ) -> AuxStates:
     """Load ``fpath`` into ``layer`` (or None), ``optimizer`` (an optimizer, None, or
     "model" for the layer's own) over ``params`` (or the layer's parameters) and with
@@ -379,17 +380,18 @@ def _defer(
             report.skipped.append(f"optimizer states ({e})")
             warnings.warn(f"{label}: optimizer states skipped: {e}", CheckpointWarning, stacklevel=5)
 
-    devs = _lazy.default_devices(layer) if rng is not None else []
+    devs = lazy_params.default_devices(layer) if rng is not None else []
     if rng is not None and dev not in devs:
         devs.append(dev)
-    pl = _lazy.PendingLoad(layer, label, strict, dict(plan.pending), finish, devs, report)
+    pl = lazy_params.PendingLoad(layer, label, strict, dict(plan.pending), finish, devs, report)
     pl.optimizer_states = opt_states if plan.pending else None
-    _lazy.attach(pl, plan.lazy)
+    lazy_params.attach(pl, plan.lazy)
 
 
 def load_arrays(
     layer: Any,
     arrays: Mapping[str, np.ndarray],
+    *,
     label: str,
     strict: bool,
     hint: Callable[[LoadReport], str] | None = None,

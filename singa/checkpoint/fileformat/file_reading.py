@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from singa.checkpoint.errors import CheckpointError
-from singa.checkpoint.hashing import sha256_hex
-from singa.checkpoint.layout import (
+from singa.checkpoint.fileformat.hashing import sha256_hex
+from singa.checkpoint.fileformat.layout import (
     AUX_STATE,
     EXTRA_STATES,
     MAX_JSON_BYTES,
@@ -23,8 +23,8 @@ from singa.checkpoint.layout import (
     ArrayMeta,
     Contents,
 )
-from singa.checkpoint.manifest import attr_meta, check_extra, check_metadata, fail, load_json
-from singa.checkpoint.zip_read import Npy, NpzReader, open_regular, open_zip, read_member
+from singa.checkpoint.fileformat.manifest import attr_meta, check_extra, check_metadata, fail, load_json
+from singa.checkpoint.fileformat.zip_members import Npy, NpzReader, open_regular, open_zip, read_member
 
 
 def default_max_bytes() -> int:
@@ -69,7 +69,7 @@ def default_budget(file_size: int) -> int:
 
 
 def read_checkpoint(
-    fpath: Any, load: bool = True, max_bytes: int | None = None, expect: Expectation | None = None
+    fpath: Any, *, load: bool = True, max_bytes: int | None = None, expect: Expectation | None = None
 ) -> Contents:
     """Read and validate a checkpoint: structure, JSON, .npy headers, and with
     ``load`` every array with its SHA-256 (or, for Apache SINGA files, its CRC-32).

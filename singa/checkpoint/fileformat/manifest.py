@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from singa.checkpoint.errors import CheckpointError
-from singa.checkpoint.layout import (
+from singa.checkpoint.fileformat.layout import (
     AUX_STATE,
     AUX_TYPES,
     EXTRA_KEYS,

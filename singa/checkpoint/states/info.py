@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from singa.checkpoint.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, Contents
+from singa.checkpoint.fileformat.layout import AUX_STATE, MODEL_STATE, OPTIMIZER_STATE, Contents
 
 
 @dataclass(frozen=True)
