@@ -90,3 +90,13 @@ def test_bench_vit_rows_without_torch():
         ]
     )
     assert set(out["step_ms"]) == {"singa_vit", "singa_cnn"} and "ratio_singa_over_torch" not in out
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_profile_gpt_prints_the_timing_and_the_singa_profile(capsys, mode):
+    import profile_gpt
+
+    profile_gpt.main(["--mode", mode, "--batch", "2", "--context", "8", "--steps", "1", "--rows", "3"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{mode}: median ") and "load" in out
+    assert "function calls" in out and "Ordered by: internal time" in out
