@@ -48,7 +48,7 @@ from typing import Any
 import singa.autograd as _ag
 from singa import checkpoint
 from singa.autograd.engine import no_grad
-from singa.kernels import buffers, workers
+from singa.kernels import buffers, heap, workers
 from singa.layer import base as _layer_base
 from singa.layer.base import Layer
 from singa.model import freezing as _freezing
@@ -263,6 +263,7 @@ class Model(Layer):
             fn = functools.partial(_precision.call, self, fn)
         prev = _ag.training
         _ag.training = training
+        heap.keep_freed_memory()  # a step's freed temporaries serve the next step
         try:
             with workers.blas_for_workers():
                 if self.graph_mode:
