@@ -42,7 +42,50 @@ def _check_common(d_model: int, nhead: int, dropout: float) -> None:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
 
 
-class TransformerEncoderLayer(Layer):
+class _TransformerBlock(Layer):
+    """What both transformer layers hold, under PyTorch's attribute names: ``self_attn``
+    (and ``multihead_attn`` for cross-attention), the feed-forward block ``linear1``,
+    ``dropout``, ``linear2``, ``activation``, and a LayerNorm ``norm<i>`` and a Dropout
+    ``dropout<i>`` per residual branch."""
+
+    def _build(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int,
+        dropout: float,
+        activation: str | Callable,
+        layer_norm_eps: float,
+        norm_first: bool,
+        bias: bool,
+        cross_attention: bool,
+    ) -> None:
+        _check_common(d_model, nhead, dropout)
+        act = _activation(activation)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
+        if cross_attention:
+            self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
+        self.linear1 = Linear(d_model, dim_feedforward, bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias)
+        self.activation = act
+        branches = 3 if cross_attention else 2
+        norms = [LayerNorm(d_model, eps=layer_norm_eps) for _ in range(branches)]
+        drops = [Dropout(dropout) for _ in range(branches)]
+        self.norm1, self.norm2 = norms[0], norms[1]
+        if cross_attention:
+            self.norm3 = norms[2]
+        self.dropout1, self.dropout2 = drops[0], drops[1]
+        if cross_attention:
+            self.dropout3 = drops[2]
+        self._ff_dropout = drops[-1]
+        self.norm_first = bool(norm_first)
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self._ff_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerBlock):
     """Self-attention then a feed-forward block, each with a residual connection and
     LayerNorm: post-norm ``x = norm1(x + sa(x)); x = norm2(x + ff(x))`` or, with
     ``norm_first``, pre-norm ``x = x + sa(norm1(x)); x = x + ff(norm2(x))``.
@@ -64,25 +107,21 @@ class TransformerEncoderLayer(Layer):
         name: str | None = None,
     ):
         super().__init__(name)
-        _check_common(d_model, nhead, dropout)
-        act = _activation(activation)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.linear1 = Linear(d_model, dim_feedforward, bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias)
-        self.activation = act
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.norm_first = bool(norm_first)
+        self._build(
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            norm_first,
+            bias,
+            cross_attention=False,
+        )
 
     def _sa(self, x: Tensor, mask: Any, kpm: Any, causal: bool) -> Tensor:
         y, _ = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=kpm, is_causal=causal)
         return self.dropout1(y)
-
-    def _ff(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(
         self,
@@ -101,7 +140,7 @@ class TransformerEncoderLayer(Layer):
         return self.norm2(autograd.add(x, self._ff(x)))
 
 
-class TransformerDecoderLayer(Layer):
+class TransformerDecoderLayer(_TransformerBlock):
     """Self-attention, cross-attention over ``memory``, then a feed-forward block,
     each with a residual connection and LayerNorm (post-norm, or pre-norm with
     ``norm_first``), PyTorch's arguments and defaults."""
@@ -119,19 +158,17 @@ class TransformerDecoderLayer(Layer):
         name: str | None = None,
     ):
         super().__init__(name)
-        _check_common(d_model, nhead, dropout)
-        act = _activation(activation)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.linear1 = Linear(d_model, dim_feedforward, bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias)
-        self.activation = act
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-        self.norm_first = bool(norm_first)
+        self._build(
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            norm_first,
+            bias,
+            cross_attention=True,
+        )
 
     def _sa(self, x: Tensor, mask: Any, kpm: Any, causal: bool) -> Tensor:
         return self.dropout1(
@@ -141,9 +178,6 @@ class TransformerDecoderLayer(Layer):
     def _mha(self, x: Tensor, mem: Tensor, mask: Any, kpm: Any, causal: bool) -> Tensor:
         y = self.multihead_attn(x, mem, mem, attn_mask=mask, key_padding_mask=kpm, is_causal=causal)[0]
         return self.dropout2(y)
-
-    def _ff(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(
         self,
