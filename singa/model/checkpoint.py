@@ -1,39 +1,8 @@
 """The checkpoint functions under their earlier name: :mod:`singa.checkpoint` is where
 they live (a floor below the model); ``from singa.model import checkpoint`` keeps
-working for existing code."""
+working for existing code, with every public name of :mod:`singa.checkpoint`."""
 
-from singa.checkpoint import (
-    FORMAT_VERSION,
-    ArrayInfo,
-    AuxStates,
-    CheckpointError,
-    CheckpointInfo,
-    CheckpointWarning,
-    LoadReport,
-    load_layer,
-    load_model,
-    load_optimizer,
-    read,
-    read_arrays,
-    save_layer,
-    save_model,
-    save_optimizer,
-)
+from singa import checkpoint as _checkpoint
+from singa.checkpoint import *  # noqa: F403
 
-__all__ = [
-    "CheckpointError",
-    "CheckpointWarning",
-    "LoadReport",
-    "AuxStates",
-    "ArrayInfo",
-    "CheckpointInfo",
-    "FORMAT_VERSION",
-    "save_model",
-    "load_model",
-    "save_layer",
-    "load_layer",
-    "save_optimizer",
-    "load_optimizer",
-    "read",
-    "read_arrays",
-]
+__all__ = list(_checkpoint.__all__)
