@@ -377,3 +377,24 @@ def test_the_caller_is_moved_only_while_the_machine_is_not_busy_and_the_load_is_
         with workers._off_pool_cpus():
             pass
     assert moves == [] and readings == [0.5, 3.5]  # busy: left where it is
+
+
+def test_a_step_block_moves_the_caller_once_for_all_its_kernels(monkeypatch):
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity")
+    moves = []
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: moves.append(set(cpus)))
+    monkeypatch.setattr(workers.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    monkeypatch.setattr(workers, "_count", [2])
+    monkeypatch.setattr(workers, "_caller_cpus", [frozenset({0})])
+    monkeypatch.setattr(workers, "_load_seen", [-workers.LOAD_CHECK_S, False])
+    with workers.blas_for_workers():
+        for _ in range(5):  # the kernels of a step
+            with workers._off_pool_cpus():
+                pass
+    assert moves == [{0}, {0, 1}]  # one move for the block, none per kernel
+    moves.clear()
+    with workers._off_pool_cpus():  # outside a block: each kernel moves the caller itself
+        pass
+    assert moves == [{0}, {0, 1}]
