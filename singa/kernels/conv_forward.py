@@ -25,6 +25,7 @@ from singa.device import array_module
 from singa.kernels import conv_depthwise as depthwise
 from singa.kernels import conv_geometry as cgeo
 from singa.kernels import conv_slices as sl
+from singa.kernels import conv_winograd as winograd
 from singa.kernels import im2col as im
 from singa.kernels.buffers import scratch
 from singa.kernels.conv_epilogue import Epilogue
@@ -84,7 +85,19 @@ def forward_saving(
     geometry = (tuple(kernel_size), tuple(stride), tuple(pads), tuple(dilation), groups)
     if depthwise.applies(groups, x.shape, W.shape):
         return depthwise.forward(x, W, b, *geometry[:4], keep=keep)
+    if keep is not None and winograd.trains(x, W, *geometry):
+        return _winograd(x, W, b, geometry, keep)
     return _product(x, W, b, geometry, {}, keep)
+
+
+def _winograd(x: Any, W: Any, b: Any, geometry: tuple, keep: tuple) -> tuple[Any, Any]:
+    """(y, saved) of a training forward as a Winograd convolution (about 2.25x fewer
+    multiply-adds than the columns for 3x3 filters: a ResNet-20 graph step took 8 % less
+    time, bench/README.md), saving what the column backward needs, as the pixel-major
+    path does (x for dW, W for dx)."""
+    (r, _), _, pads, _, _ = geometry
+    y = winograd.forward_padded(x, winograd.training_filters(W), r, pads, b)
+    return y, (x.shape, W.shape, False, x if keep[1] else None, W if keep[0] else None)
 
 
 def _finish_depthwise(y: Any, steps: dict) -> Any:

@@ -21,14 +21,20 @@ written-out transforms against them.
 
 The roundings differ from the column product's: the results match a float64
 convolution to a few float32 ulps of the output's scale (measured: relative error
-2-3e-6 of the largest output, against 3-4e-7 for the column product). So only the
-inference graphs that fold weights use it (``fold_batchnorm``: :mod:`singa.model.inference`),
-never training or exact evaluation. float32 only.
+2-3e-6 of the largest output, against 3-4e-7 for the column product). Two users:
+the inference graphs that fold weights (``fold_batchnorm``: :mod:`singa.model.inference`),
+and the training forward of :class:`singa.autograd.conv.Conv2d` through
+:func:`singa.kernels.conv_forward.forward_saving` (:func:`trains`), whose filters
+change every step and are transformed by :func:`training_filters` (one float32
+product). Exact evaluation (no gradient wanted) keeps the column product, and so
+does a backward: the gradients are the column product's. ``SINGA_WINOGRAD_TRAINING=0``
+turns the training use off. float32 only.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import numpy as np
@@ -38,7 +44,17 @@ from singa.kernels.buffers import scratch
 from singa.kernels.conv_epilogue import Epilogue
 from singa.kernels.jit import helper, kernel
 
-__all__ = ["TILE", "matrices", "suits", "fits", "transform_filters", "forward"]
+__all__ = [
+    "TILE",
+    "matrices",
+    "suits",
+    "fits",
+    "transform_filters",
+    "training_filters",
+    "trains",
+    "forward",
+    "forward_padded",
+]
 
 #: outputs per tile side, m of F(m x m, r x r)
 TILE = 4
@@ -114,6 +130,65 @@ def transform_filters(W: Any) -> np.ndarray:
     return np.ascontiguousarray(u, dtype=W.dtype).reshape(a * a, c, o)
 
 
+@functools.cache
+def _kron_g(r: int) -> np.ndarray:
+    """``G (x) G`` (a*a, r*r) in float32: U[p] = sum_k (G (x) G)[p, k] * W[k] for the
+    filter taps k in row-major order."""
+    _, g, _ = matrices(r)
+    return np.kron(g, g).astype(np.float32)
+
+
+def training_filters(W: Any) -> np.ndarray:
+    """The float32 filters ``W`` (O, C, r, r) transformed as :func:`transform_filters`
+    does, but as one float32 product ``(G (x) G) @ W`` over the r*r taps: a training step
+    transforms its filters on every call, and the float64 per-filter products took
+    0.8 ms for 64 x 64 3x3 filters (20 a ResNet-20 step) against about 0.05 ms. The
+    roundings are float32's (within an ulp or two of :func:`transform_filters`)."""
+    o, c, r, _ = W.shape
+    taps = np.ascontiguousarray(W.transpose(2, 3, 1, 0)).reshape(r * r, c * o)
+    return (_kron_g(r) @ taps).reshape(-1, c, o)
+
+
+#: fewest input channels for the training forward (the products of fewer channels
+#: are too short for the transforms to pay)
+TRAINING_MIN_CHANNELS = 16
+
+
+def trains(
+    x: Any, W: Any, kernel_size: tuple, stride: tuple, pads: tuple, dilation: tuple, groups: int
+) -> bool:
+    """Whether the training forward of this convolution runs as F(4x4, r x r): float32
+    numpy ``x`` and ``W`` (O, C, r, r) with r = 3 or 5 and at least
+    :data:`TRAINING_MIN_CHANNELS` channels each way, stride 1, no dilation or groups,
+    padding at most r - 1 a side, an output of at least a tile a side, a batch of at
+    least half as many output tiles as the filters have channels, and
+    ``SINGA_WINOGRAD_TRAINING`` not ``0``."""
+    if not (isinstance(x, np.ndarray) and isinstance(W, np.ndarray)) or x.dtype != np.float32:
+        return False
+    if (
+        W.dtype != np.float32
+        or W.ndim != 4
+        or x.ndim != 4
+        or os.environ.get("SINGA_WINOGRAD_TRAINING") == "0"
+    ):
+        return False
+    r = W.shape[2]
+    if r not in _SIZES or tuple(kernel_size) != (r, r) or W.shape[3] != r or groups != 1:
+        return False
+    if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or max(pads) > r - 1:
+        return False
+    n, c, h, w = x.shape
+    if min(c, W.shape[0]) < TRAINING_MIN_CHANNELS or W.shape[1] != c:
+        return False
+    t, l, b, rr = pads
+    oh, ow = h + t + b - r + 1, w + l + rr - r + 1
+    # the filters' transform reads and writes (a*a/r*r)x their size on every call: it
+    # pays when the batch has at least half as many tiles as the filters have channels
+    # (ResNet-18, batch 32, 3x3, one forward: 512 channels on 4x4, 32 tiles, 2.1x slower
+    # than the columns; 256 on 8x8, 128 tiles, 0.72x; 16-128 channels 0.54-0.70x)
+    return min(oh, ow) >= TILE and 2 * n * -(-oh // TILE) * -(-ow // TILE) >= max(c, W.shape[0])
+
+
 def forward(
     conv: Any,
     x: Any,
@@ -130,17 +205,23 @@ def forward(
     eval-only steps of :class:`~singa.kernels.conv_epilogue.Epilogue` (see
     :func:`singa.kernels.conv_forward.forward`), a batch slice at a time on the
     workers. Returns (N, O, OH, OW), NCHW with NHWC memory, like the column product."""
-    n, c = x.shape[:2]
-    o, r = U.shape[2], conv.kernel_size[0]
-    oh, ow = conv.output_shape(x.shape, (o, c, r, r))[2:]
+    r = conv.kernel_size[0]
+    steps = dict(relu=relu, residual=residual, pool=pool, affine=affine)
+    return forward_padded(x, U, r, conv.pads, b, **steps)
+
+
+def forward_padded(x: Any, U: Any, r: int, pads: tuple, b: Any = None, **steps: Any) -> Any:
+    """:func:`forward` for a stride-1 r x r convolution padded by ``pads`` (top, left,
+    bottom, right) given as plain arguments; ``steps`` are the Epilogue's."""
+    n, c, h, w = x.shape
+    o = U.shape[2]
+    oh, ow = h + pads[0] + pads[2] - r + 1, w + pads[1] + pads[3] - r + 1
     th, tw = -(-oh // TILE), -(-ow // TILE)
     a = TILE + r - 1
     y2 = scratch(np, (n * oh * ow, o), x.dtype)
-    epi = Epilogue(
-        np, (n, oh, ow, o), x.dtype, bias=b, relu=relu, residual=residual, pool=pool, affine=affine
-    )
+    epi = Epilogue(np, (n, oh, ow, o), x.dtype, bias=b, **steps)
     xh = x.transpose(0, 2, 3, 1)
-    top, left = conv.pads[:2]
+    top, left = pads[:2]
 
     rows, q = th * TILE + a - TILE, tw + -(-(a - TILE) // TILE)  # the input rows and phases the tiles read
 

@@ -1,4 +1,5 @@
-"""Winograd convolution F(4x4, r x r) for evaluation (singa.kernels.conv_winograd)."""
+"""Winograd convolution F(4x4, r x r) for evaluation and training forwards
+(singa.kernels.conv_winograd)."""
 
 import numpy as np
 import pytest
@@ -186,3 +187,80 @@ def test_written_out_transforms_apply_the_matrices(r):
     wg._tiles_out(prod, th, tw, y)
     assert not np.isnan(y).any()  # every pixel written, none beyond the crop
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5 * np.abs(want_y).max())
+
+
+# ----- the training forward ------------------------------------------------------------------
+
+GEOMETRY = dict(kernel_size=(3, 3), stride=(1, 1), pads=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+
+
+def training_pair(n=4, c=16, o=32, h=12, seed=5):
+    rng = np.random.default_rng(seed)
+    x = nhwc(rng.standard_normal((n, c, h, h)).astype(np.float32))
+    W = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    return x, W
+
+
+@pytest.mark.parametrize("r", [3, 5])
+def test_training_filters_are_the_float64_transform_to_float32_roundings(r):
+    W = np.random.default_rng(r).standard_normal((24, 16, r, r)).astype(np.float32)
+    got, want = wg.training_filters(W), wg.transform_filters(W)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    "why, x_shape, w_shape, change",
+    [
+        ("float64 stays exact", (2, 16, 8, 8), (16, 16, 3, 3), dict(dtype=np.float64)),
+        ("stride 2", (2, 16, 8, 8), (16, 16, 3, 3), dict(stride=(2, 2))),
+        ("dilation", (2, 16, 8, 8), (16, 16, 3, 3), dict(dilation=(2, 2))),
+        ("grouped", (2, 16, 8, 8), (16, 8, 3, 3), dict(groups=2)),
+        ("few channels", (2, 8, 8, 8), (16, 8, 3, 3), {}),
+        ("1x1 filters", (2, 16, 8, 8), (16, 16, 1, 1), dict(kernel_size=(1, 1), pads=(0, 0, 0, 0))),
+        ("padding past r - 1", (2, 16, 8, 8), (16, 16, 3, 3), dict(pads=(3, 3, 3, 3))),
+        ("output under a tile", (2, 16, 4, 4), (16, 16, 3, 3), dict(pads=(0, 0, 0, 0))),
+        ("fewer tiles than half the channels", (2, 64, 4, 4), (64, 64, 3, 3), {}),
+    ],
+)
+def test_training_forward_is_left_to_the_columns(why, x_shape, w_shape, change):
+    change = dict(change)
+    dtype = change.pop("dtype", np.float32)
+    geo = {**GEOMETRY, **change}
+    x, W = np.zeros(x_shape, dtype), np.zeros(w_shape, dtype)
+    assert not wg.trains(x, W, *geo.values()), why
+
+
+def test_training_forward_runs_winograd_and_backward_stays_the_columns(monkeypatch):
+    x, W = training_pair()
+    assert wg.trains(x, W, *GEOMETRY.values())
+    keep = (True, True)
+    y, saved = conv_forward.forward_saving(x, W, None, keep=keep, **GEOMETRY)
+    want = conv64(x, W, GEOMETRY["pads"])
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+    np.testing.assert_array_equal(y, wg.forward_padded(x, wg.training_filters(W), 3, GEOMETRY["pads"]))
+    monkeypatch.setenv("SINGA_WINOGRAD_TRAINING", "0")
+    y_cols, saved_cols = conv_forward.forward_saving(x, W, None, keep=keep, **GEOMETRY)
+    assert not np.array_equal(y, y_cols)  # another rounding: the switch turns it off
+    np.testing.assert_array_equal(y_cols, conv_forward.forward(x, W, None, **GEOMETRY))
+    # what the backward gets is the same either way: the gradients do not change
+    assert saved[:3] == saved_cols[:3] and saved[3] is saved_cols[3] and saved[4] is saved_cols[4]
+
+
+def test_evaluation_forward_keeps_the_exact_columns():
+    x, W = training_pair()
+    y, saved = conv_forward.forward_saving(x, W, None, keep=None, **GEOMETRY)
+    assert saved is None
+    np.testing.assert_array_equal(y, conv_forward.forward(x, W, None, **GEOMETRY))
+
+
+def test_training_forward_bits_do_not_depend_on_the_worker_count():
+    x, W = training_pair(n=24, seed=7)  # several batch slices
+    outs = []
+    try:
+        for count in (1, 2):
+            workers.set_worker_count(count)
+            outs.append(conv_forward.forward_saving(x, W, None, keep=(True, True), **GEOMETRY)[0].copy())
+    finally:
+        workers.set_worker_count(None)
+    np.testing.assert_array_equal(outs[0], outs[1])
