@@ -43,6 +43,7 @@ from singa.kernels import conv_depthwise as depthwise
 from singa.kernels import conv_forward
 from singa.kernels import conv_geometry as geo
 from singa.kernels import conv_slices as sl
+from singa.kernels import conv_winograd_grad as winograd_grad
 from singa.kernels import im2col as im
 from singa.kernels.buffers import scratch
 from singa.tensor import Tensor
@@ -262,6 +263,8 @@ class Conv2d(Operation):
                 dW = xp.ascontiguousarray(dwt[:kk].T).reshape(w_shape)
                 if want_db:
                     db = dwt[kk].copy()
+        elif not kmajor and winograd_grad.applies(dy, x_shape, w_shape, self.geometry()):
+            dx, dW = winograd_grad.backward(dy, cols, wk, self.pads)
         elif g == 1 and wk is not None and self._dx_as_convolution(x_shape):
             dx, dW = self._grads_stride1(xp, dy, wk, x_shape, cols)
         elif g == 1:

@@ -54,6 +54,8 @@ __all__ = [
     "trains",
     "forward",
     "forward_padded",
+    "input_tiles",
+    "phase_columns",
 ]
 
 #: outputs per tile side, m of F(m x m, r x r)
@@ -223,14 +225,9 @@ def forward_padded(x: Any, U: Any, r: int, pads: tuple, b: Any = None, **steps: 
     xh = x.transpose(0, 2, 3, 1)
     top, left = pads[:2]
 
-    rows, q = th * TILE + a - TILE, tw + -(-(a - TILE) // TILE)  # the input rows and phases the tiles read
-
     def piece(i0: int, i1: int) -> None:
         tiles = (i1 - i0) * th * tw
-        phased = scratch(np, (i1 - i0, rows, TILE, q, c), x.dtype)
-        _phase(np.ascontiguousarray(xh[i0:i1]), TILE, top, left, phased)
-        v = scratch(np, (a * a, tiles, c), x.dtype)
-        _tiles_in(phased, th, tw, v.reshape(a * a, -1))
+        v = input_tiles(xh[i0:i1], r, top, left, th, tw)
         prod = scratch(np, (a * a, tiles, o), x.dtype)
         np.matmul(v, U, out=prod)
         out = y2[i0 * oh * ow : i1 * oh * ow]
@@ -240,6 +237,28 @@ def forward_padded(x: Any, U: Any, r: int, pads: tuple, b: Any = None, **steps: 
     count = -(-n * a * a * th * tw * (c + o) * x.itemsize // _SLICE_BYTES)
     workers.run_pieces(piece, workers.even_pieces(n, count + (count > 1 and count % 2)))
     return epi.output(y2)
+
+
+def phase_columns(xh: Any, top: int, left: int, rows: int, q: int) -> Any:
+    """``xh`` (N, H, W, C) zero-padded by ``top`` and ``left`` (and below and right to
+    ``rows`` x ``q*4``), laid out in TILE phases: a pooled array (N, rows, 4, q, C) with
+    padded column ``k*4 + s`` at ``[:, :, s, k]`` (what the transforms read)."""
+    out = scratch(np, (xh.shape[0], rows, TILE, q, xh.shape[3]), xh.dtype)
+    _phase(np.ascontiguousarray(xh), TILE, top, left, out)
+    return out
+
+
+def input_tiles(xh: Any, r: int, top: int, left: int, th: int, tw: int) -> Any:
+    """The transformed input tiles ``V = B^T d B`` (a*a, N*th*tw, C), a pooled array, of
+    ``xh`` (N, H, W, C) zero-padded by ``top`` and ``left`` (and below and right as far as
+    the th x tw tiles of F(4x4, r x r) reach)."""
+    n, c = xh.shape[0], xh.shape[3]
+    a = TILE + r - 1
+    rows, q = th * TILE + a - TILE, tw + -(-(a - TILE) // TILE)  # the input rows and phases the tiles read
+    phased = phase_columns(xh, top, left, rows, q)
+    v = scratch(np, (a * a, n * th * tw, c), xh.dtype)
+    _tiles_in(phased, th, tw, v.reshape(a * a, -1))
+    return v
 
 
 # The transforms loop over long contiguous runs, a row of tiles at a time: numba's
