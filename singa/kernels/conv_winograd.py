@@ -26,8 +26,8 @@ the inference graphs that fold weights (``fold_batchnorm``: :mod:`singa.model.in
 and the training forward of :class:`singa.autograd.conv.Conv2d` through
 :func:`singa.kernels.conv_forward.forward_saving` (:func:`trains`), whose filters
 change every step and are transformed by :func:`training_filters` (one float32
-product). Exact evaluation (no gradient wanted) keeps the column product, and so
-does a backward: the gradients are the column product's. ``SINGA_WINOGRAD_TRAINING=0``
+product). Exact evaluation (no gradient wanted) keeps the column product; the
+backward of a 3x3 one is :mod:`singa.kernels.conv_winograd_grad`'s. ``SINGA_WINOGRAD_TRAINING=0``
 turns the training use off. float32 only.
 """
 
