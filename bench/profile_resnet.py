@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     step = _step(a)
     _timed(step, 3)
     ts = sorted(_timed(step, a.steps))
-    print(f"{a.mode}: median {ts[len(ts) // 2] * 1e3:.1f} ms, min {ts[0] * 1e3:.1f} ms, load {os.getloadavg()}")
+    print(
+        f"{a.mode}: median {ts[len(ts) // 2] * 1e3:.1f} ms, min {ts[0] * 1e3:.1f} ms, load {os.getloadavg()}"
+    )
     if a.time_only:
         return
     if a.mode.startswith("torch"):
