@@ -13,7 +13,7 @@ from singa.callbacks import parse_duration
 __all__ = ["fit_options", "check_fit_options", "RESUMED_FIT_SETTINGS", "Duration"]
 
 #: the settings of these that a resumed run takes from its checkpoint unless given again
-RESUMED_FIT_SETTINGS = ("accumulate",)
+RESUMED_FIT_SETTINGS = ("accumulate", "early_stop")
 
 
 class Duration(click.ParamType):

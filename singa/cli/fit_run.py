@@ -197,6 +197,25 @@ def option_callbacks(cfg: Any, is_main: bool) -> list[callbacks.Callback]:
     return out
 
 
+class ReplayHistory(callbacks.Callback):
+    """On a resumed run, shows the finished epochs' records (the run state's
+    ``history``) to the callbacks that count epochs (``--early-stop``'s EarlyStopping),
+    right after their ``on_train_begin`` reset them: they then stop at the epoch an
+    uninterrupted run stops at, where a reset would have counted patience afresh."""
+
+    def __init__(self, history: list, counting: list):
+        super().__init__()
+        self.history = list(history)
+        self.counting = list(counting)
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        """Count every finished epoch again, in order."""
+        for rec in self.history:
+            epoch_logs = {"val_loss": rec.get("val_loss"), "loss": rec.get("train_loss")}
+            for cb in self.counting:
+                cb.on_epoch_end(int(rec["epoch"]) - 1, {k: v for k, v in epoch_logs.items() if v is not None})
+
+
 def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
     """fit's loop over the trainer's loaders, continuing from ``state``; validation is
     the trainer's ``validate()``."""
@@ -206,7 +225,7 @@ def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
         trainer.train_loader,
         epochs=cfg.epochs,
         validation_data=trainer.val_loader,
-        callbacks=[run, *extra],
+        callbacks=[run, *extra, *_replay(state, extra)],
         initial_epoch=state.epoch,
         accumulate=cfg.accumulate,
         verbose=0,
@@ -222,6 +241,12 @@ def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
     loop.evaluator = trainer.validate
     run.loop = loop
     return loop
+
+
+def _replay(state: Any, extra: list) -> list:
+    """A :class:`ReplayHistory` for a resumed run with epoch-counting callbacks."""
+    counting = [cb for cb in extra if isinstance(cb, callbacks.EarlyStopping)]
+    return [ReplayHistory(state.history, counting)] if counting and state.history else []
 
 
 def stop_note(cfg: Any, run: CliRun, extra: list, epochs_done: int) -> str:

@@ -22,6 +22,20 @@ def test_early_stop_stops_when_val_loss_stops_improving(run, tmp_path):
     assert read_log(tmp_path / "l.jsonl")[-1]["epochs"] == 2
 
 
+def test_a_resumed_run_stops_early_at_the_epoch_an_uninterrupted_run_stops_at(run, tmp_path):
+    common = [*TINY, "--epochs", "5", "--lr", "0", "--early-stop", "1"]
+    r = run(*common)  # epoch 1 sets the best, epoch 2 does not improve: patience 1 is spent
+    assert r.exit_code == 0 and "stopped early by --early-stop 1" in r.stdout
+    whole = [ln.split("  ")[0] for ln in r.stdout.splitlines() if ln.startswith("epoch ")]
+    assert whole == ["epoch 1/5", "epoch 2/5"]
+    r = run(*common, "--max-steps", "32", "--checkpoint", "part.zip")  # stops after epoch 1
+    assert r.exit_code == 0, r.output + r.stderr
+    r = run("--resume", "part.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    resumed = [ln.split("  ")[0] for ln in r.stdout.splitlines() if ln.startswith("epoch ")]
+    assert resumed == ["epoch 2/5"] and "stopped early by --early-stop 1" in r.stdout
+
+
 def test_keep_keeps_the_newest_epoch_files(run, tmp_path):
     r = run(*TINY, "--epochs", "3", "--checkpoint", "ck-{epoch}.zip", "--keep", "2")
     assert r.exit_code == 0, r.output + r.stderr
