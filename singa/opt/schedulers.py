@@ -53,6 +53,7 @@ class Scheduler:
     _args: tuple[str, ...] = ()
     #: the constructor arguments counted in steps, scaled by :meth:`stretch`
     _horizon: tuple[str, ...] = ()
+    _min_horizon = 1  # the fewest steps a stretched length may take
 
     def __init__(self, init_value: float, warmup_steps: int = 0):
         name = type(self).__name__
@@ -112,7 +113,7 @@ class Scheduler:
             "_unstretched", {a: getattr(self, a) for a in ("warmup_steps", *self._horizon)}
         )
         for name, v in base.items():
-            low = 0 if name == "warmup_steps" else 1
+            low = 0 if name == "warmup_steps" else self._min_horizon
             setattr(self, name, max(low, int(round(v * factor))))
 
     def get_config(self) -> dict:
@@ -279,6 +280,7 @@ class OneCycle(Scheduler):
 
     _args = ("total_steps", "pct_start", "div_factor", "final_div_factor")
     _horizon = ("total_steps",)
+    _min_horizon = 2  # one step would be the cycle's end at once: the final rate from the start
 
     def __init__(
         self,

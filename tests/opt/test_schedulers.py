@@ -188,5 +188,8 @@ def test_stretch_scales_the_original_lengths():
     cyc = opt.OneCycle(1.0, total_steps=100)
     cyc.stretch(0.3)
     assert cyc.total_steps == 30 and cyc.warmup_steps == 0
+    cyc.stretch(0.001)  # a budget shorter than the cycle: still a cycle of two steps, as built
+    assert cyc.total_steps == 2
+    assert cyc(0) > cyc(1) == pytest.approx(1.0 / 25 / 1e4)
     with pytest.raises(ValueError, match="factor"):
         sched.stretch(0)
