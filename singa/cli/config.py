@@ -108,6 +108,7 @@ class TrainConfig:
     accumulate: int = 1
     summary: bool = False
     time_budget: float | None = None
+    ema: float | None = None
     lora: str | None = None  # singa.cli.lora
     # checkpoint folders (singa.cli.ckpt_options)
     checkpoint_dir: str | None = None

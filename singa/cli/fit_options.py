@@ -1,4 +1,4 @@
-"""The training options that come with fit's callbacks: ``--early-stop``, ``--keep``,
+"""The training options that come with fit's callbacks: ``--early-stop``, ``--keep``, ``--ema``,
 ``--tensorboard``, ``--accumulate``, ``--summary`` and ``--time-budget`` (added to the
 train command by :func:`fit_options`)."""
 
@@ -13,7 +13,7 @@ from singa.callbacks import parse_duration
 __all__ = ["fit_options", "check_fit_options", "RESUMED_FIT_SETTINGS", "Duration"]
 
 #: the settings of these that a resumed run takes from its checkpoint unless given again
-RESUMED_FIT_SETTINGS = ("accumulate", "early_stop")
+RESUMED_FIT_SETTINGS = ("accumulate", "early_stop", "ema")
 
 
 class Duration(click.ParamType):
@@ -61,6 +61,13 @@ _OPTIONS = [
         "K times larger for models without BatchNorm).",
     ),
     click.option("--summary", is_flag=True, help="Print the model's layers, shapes and parameters first."),
+    click.option(
+        "--ema",
+        type=click.FloatRange(min=0, max=1, max_open=True),
+        metavar="DECAY",
+        help="Keep an exponential moving average of the weights (singa.callbacks.EMA): validation "
+        "runs on it, checkpoints store it, and the model ends with it.",
+    ),
     click.option(
         "--time-budget",
         type=Duration(),

@@ -24,7 +24,16 @@ from singa.cli.output import Progress, format_epoch
 from singa.cli.regression import Unstandardised, epoch_metrics
 from singa.model.fit import FitLoop
 
-__all__ = ["CliRun", "CheckpointFiles", "build_loop", "option_callbacks", "stop_note"]
+__all__ = [
+    "CliRun",
+    "CheckpointFiles",
+    "ReplayHistory",
+    "build_loop",
+    "checkpoint_aux",
+    "continued",
+    "option_callbacks",
+    "stop_note",
+]
 
 
 def _finite(v: Any) -> float | None:
@@ -186,8 +195,11 @@ class CliRun(callbacks.Callback):
 
 
 def option_callbacks(cfg: Any, is_main: bool) -> list[callbacks.Callback]:
-    """The callbacks of ``--early-stop``, ``--tensorboard`` and ``--time-budget``."""
+    """The callbacks of ``--ema``, ``--early-stop``, ``--tensorboard`` and ``--time-budget``
+    (the EMA first: see :func:`build_loop`)."""
     out: list[callbacks.Callback] = []
+    if cfg.ema is not None:
+        out.append(callbacks.EMA(cfg.ema))
     if cfg.early_stop is not None:
         out.append(callbacks.EarlyStopping(monitor="val_loss", patience=cfg.early_stop))
     if cfg.tensorboard and is_main:
@@ -216,16 +228,37 @@ class ReplayHistory(callbacks.Callback):
                 cb.on_epoch_end(int(rec["epoch"]) - 1, {k: v for k, v in epoch_logs.items() if v is not None})
 
 
+def continued(extra: list, aux: dict) -> list:
+    """``extra``, the option callbacks, with an EMA continuing the averages stored in a
+    resumed checkpoint's ``aux`` states (none when starting afresh)."""
+    for cb in extra:
+        if isinstance(cb, callbacks.EMA):
+            cb.load_aux(aux)
+    return extra
+
+
+def checkpoint_aux(cbs: list) -> dict:
+    """The arrays the callbacks ``cbs`` add to a checkpoint (``--ema``'s averages)."""
+    aux: dict = {}
+    for cb in cbs:
+        aux.update(cb.checkpoint_aux())
+    return aux
+
+
 def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
     """fit's loop over the trainer's loaders, continuing from ``state``; validation is
     the trainer's ``validate()``."""
     cfg = trainer.cfg
+    ema = [cb for cb in extra if isinstance(cb, callbacks.EMA)]
+    others = [cb for cb in extra if not isinstance(cb, callbacks.EMA)]
     loop = FitLoop(
         trainer.model,
         trainer.train_loader,
         epochs=cfg.epochs,
         validation_data=trainer.val_loader,
-        callbacks=[run, *extra, *_replay(state, extra)],
+        # an EMA averages each batch before the run's hook can save it mid-epoch, so a
+        # checkpoint's averages are those of its weights (an exact resume)
+        callbacks=[*ema, run, *others, *_replay(state, extra)],
         initial_epoch=state.epoch,
         accumulate=cfg.accumulate,
         verbose=0,

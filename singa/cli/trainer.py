@@ -21,6 +21,7 @@ import numpy as np
 
 from singa import data, image_tool, sonnx
 from singa.checkpoint import CheckpointError
+from singa.cli import fit_run
 from singa.cli.ckpt_options import ManagedCheckpoints, resolve_resume
 from singa.cli.common import (
     RUN_STATE_KEY,
@@ -104,6 +105,8 @@ class Trainer:
         self.dist = dist if dist is not None else DistRun()
         self.out = self.dist.console(cfg.quiet, cfg.verbose)
         self.target = None  # a regression's target scale (singa.cli.regression), set by run()
+        self.resumed_aux: dict = {}  # the --resume checkpoint's aux states
+        self.aux_callbacks: list = []  # callbacks whose checkpoint_aux() every save stores
 
     # ----- setup --------------------------------------------------------------------------
     def _apply_resume_settings(self) -> dict:
@@ -182,9 +185,7 @@ class Trainer:
         self.target = prepare_targets(ds)  # --task regression: standardised targets (or None)
         report_skipped(ds, self.out.warn)
         if cfg.augment and len(info.sample_shape) != 3:
-            raise CliError(
-                f"--augment needs image data (C, H, W); {cfg.data} has samples {info.sample_shape}"
-            )
+            raise CliError(f"--augment needs images (C, H, W); {cfg.data} has samples {info.sample_shape}")
         mean, std = train_stats(ds)
         train = dist.loader(
             ds.x_train,
@@ -249,6 +250,7 @@ class Trainer:
                     + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""),
                     details=str(e),
                 ) from e
+            self.resumed_aux = aux
             run = aux.get(RUN_STATE_KEY, stored_run)
             state = RunState.from_json(run["state"])
             try:
@@ -348,20 +350,18 @@ class Trainer:
         """Save the checkpoint (``--checkpoint``, ``{epoch}`` filled in) with the run state;
         every rank waits for it."""
         path = self.files.path(state.epoch) if not self.cfg.checkpoint_dir else None
+        aux = {RUN_STATE_KEY: self._run_json(state), **fit_run.checkpoint_aux(self.aux_callbacks)}
+        if self.managed is not None or path:
+            check_params(self.model, state.step, self.cfg)
         if self.managed is not None:  # --checkpoint-dir (singa/cli/ckpt_options.py)
-            check_params(self.model, state.step, self.cfg)
             try:
-                self.managed.save(
-                    state.step, self.model, {RUN_STATE_KEY: self._run_json(state)}, state.history
-                )
+                self.managed.save(state.step, self.model, aux, state.history)
             except OSError as e:
-                raise CliError(
-                    f"cannot write a checkpoint in {self.cfg.checkpoint_dir}: {e.strerror or e}"
-                ) from e
+                folder = self.cfg.checkpoint_dir
+                raise CliError(f"cannot write a checkpoint in {folder}: {e.strerror or e}") from e
         elif path:
-            check_params(self.model, state.step, self.cfg)
             try:
-                self.model.save_states(path, aux_states={RUN_STATE_KEY: self._run_json(state)})
+                self.model.save_states(path, aux_states=aux)
             except OSError as e:
                 raise CliError(f"cannot write the checkpoint {path}: {e.strerror or e}") from e
             self.files.saved(path)
@@ -393,6 +393,7 @@ class Trainer:
         self.flag = SigintFlag(self.out)
         run = CliRun(self, state, log, self.flag)
         extra = option_callbacks(cfg, self.dist.is_main)
+        self.aux_callbacks = fit_run.continued(extra, self.resumed_aux)
         loop = build_loop(self, state, run, extra)
         self.model.train()
         with self.flag.active():

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from cli_helpers import TINY, read_log, run_state
+from cli_helpers import TINY, assert_same_arrays, read_log, run_state
 
 from singa import checkpoint
 
@@ -105,3 +105,18 @@ def test_time_budget(run):
     assert run_state("ck.zip")["state"]["step"] == 1
     r = run(*TINY, "--time-budget", "soon")
     assert r.exit_code == 2 and "not a duration" in r.stderr
+
+
+def test_ema_is_stored_in_checkpoints_and_resumes_bitwise(run, tmp_path):
+    common = [*TINY, "--epochs", "2", "--seed", "3", "--ema", "0.9"]
+    r = run(*common, "--checkpoint", "full.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    arrays = checkpoint.read_arrays(str(tmp_path / "full.zip"))
+    ema = sorted(k for k in arrays if "ema/" in k)
+    assert len(ema) == 4  # one average per parameter of the MLP (2 weights, 2 biases)
+    r = run(*common, "--max-steps", "13", "--checkpoint", "part.zip")  # mid-epoch 1
+    assert r.exit_code == 0, r.output + r.stderr
+    r = run("--resume", "part.zip")  # --ema comes from the checkpoint
+    assert r.exit_code == 0, r.output + r.stderr
+    assert assert_same_arrays(tmp_path / "full.zip", tmp_path / "part.zip") == 12  # params, slots, averages
+    assert run(*TINY, "--ema", "1.0").exit_code == 2  # decay must be below 1
