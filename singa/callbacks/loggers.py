@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from singa.callbacks.base import Callback
 
-__all__ = ["CSVLogger", "JSONLogger", "json_value", "json_line"]
+__all__ = ["CSVLogger", "JSONLogger", "cli_field", "json_value", "json_line"]
 
 
 def json_value(v: Any) -> Any:
@@ -102,13 +102,29 @@ def _csv_value(v: Any) -> Any:
     return "" if v is None else v
 
 
+_SHORT = {"accuracy": "acc"}
+_AS_IS = ("lr", "samples_per_s", "epoch", "step")
+
+
+def cli_field(key: str) -> str:
+    """The name ``singa-train --log`` gives fit's log field ``key``: ``loss`` ->
+    ``train_loss``, ``accuracy`` -> ``train_acc``, ``val_accuracy`` -> ``val_acc``,
+    ``mae`` -> ``train_mae``; ``lr``, ``samples_per_s``, ``val_loss`` unchanged."""
+    if key in _AS_IS:
+        return key
+    if key.startswith("val_"):
+        return "val_" + _SHORT.get(key[4:], key[4:])
+    return "train_" + _SHORT.get(key, key)
+
+
 class JSONLogger(Callback):
     """Records as JSON lines, one object per event, each with ``event`` and ``time``
     (ISO 8601, UTC): ``start`` (with ``start_fields``), ``epoch`` (the epoch's logs
     plus ``epoch``, 1-based, and ``step``), ``end``. nan and infinities are written as
     null, so every line is strict JSON. The lines are :func:`json_line`'s, the writer
-    of ``singa-train --log`` (whose ``epoch`` records name the metrics ``train_loss``,
-    ``val_acc``, ...).
+    of ``singa-train --log``, and the metrics carry its names (:func:`cli_field`:
+    ``train_loss``, ``train_acc``, ``val_loss``, ``val_acc``, ``lr``), so the same tools
+    read both.
 
     Args:
         path: the file.
@@ -143,8 +159,10 @@ class JSONLogger(Callback):
         self.step += 1
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        """Write the ``epoch`` record."""
-        self.write("epoch", epoch=epoch + 1, step=self.step, **(logs or {}))
+        """Write the ``epoch`` record, its metrics by the command line's names."""
+        self.write(
+            "epoch", epoch=epoch + 1, step=self.step, **{cli_field(k): v for k, v in (logs or {}).items()}
+        )
 
     def on_train_end(self, logs: dict | None = None) -> None:
         """Write the ``end`` record and close the file."""

@@ -108,13 +108,16 @@ def test_json_logger_records(tmp_path):
         batch_size=16,
         epochs=2,
         verbose=0,
+        validation_data=(x, y),
         callbacks=[callbacks.JSONLogger(path, start_fields={"run": "a"})],
     )
     recs = [json.loads(line) for line in open(path)]
     assert [r["event"] for r in recs] == ["start", "epoch", "epoch", "end"]
     assert recs[0]["run"] == "a" and recs[0]["epochs"] == 2 and recs[0]["steps"] == 3
     assert [r["epoch"] for r in recs[1:3]] == [1, 2] and recs[2]["step"] == 6
-    assert recs[2]["loss"] == h.history["loss"][1]
+    assert recs[2]["train_loss"] == h.history["loss"][1]  # singa-train --log's names
+    assert recs[2]["train_acc"] == h.history["accuracy"][1]
+    assert recs[2]["val_loss"] == h.history["val_loss"][1] and "val_acc" in recs[2] and "lr" in recs[2]
 
 
 def test_tensorboard_event_files_read_back(tmp_path):
