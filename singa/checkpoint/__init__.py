@@ -53,7 +53,7 @@ from singa.checkpoint.states import model_loading, model_saving
 from singa.checkpoint.states.info import ArrayInfo, CheckpointInfo, describe
 from singa.checkpoint.states.model_loading import AuxStates, LoadReport
 from singa.checkpoint.states.protocols import HasStates
-from singa.checkpoint.weights import load_weights, save_weights
+from singa.checkpoint.weights import load_weights, read_weights, save_weights
 from singa.tensor import Tensor
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "newest_valid",
     "save_weights",
     "load_weights",
+    "read_weights",
 ]
 
 

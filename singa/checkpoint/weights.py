@@ -20,7 +20,7 @@ from singa.checkpoint.fileformat.atomic import atomic_write
 from singa.checkpoint.states.model_loading import LoadReport, load_arrays
 from singa.checkpoint.states.model_saving import snapshot
 
-__all__ = ["save_weights", "load_weights"]
+__all__ = ["save_weights", "load_weights", "read_weights"]
 
 _TORCH_SUFFIXES = (".weight", ".bias", ".running_mean", ".running_var", ".num_batches_tracked")
 
@@ -59,17 +59,24 @@ def load_weights(model: Any, path: str | os.PathLike, strict: bool = True) -> Lo
     :class:`CheckpointError` listing every one (and how a PyTorch file differs) and
     nothing changes; with ``strict=False`` what matches is loaded and the rest is in
     the returned :class:`LoadReport`."""
+    arrays = read_weights(path)
+    return load_arrays(model, arrays, label=repr(os.fspath(path)), strict=strict, hint=_torch_hint)
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The named numpy arrays of the safetensors file ``path`` (no pickle), or a
+    :class:`CheckpointError` naming the file when it cannot be read or is not one.
+    :func:`load_weights` and ``singa-train --init`` read files through it."""
     st = _safetensors()
     label = repr(os.fspath(path))
     try:
         with open(path, "rb") as f:
             data = f.read()
-        arrays = st.load(data)
+        return dict(st.load(data))
     except OSError as e:
         raise CheckpointError(f"cannot read {label}: {e.strerror or e}") from e
     except Exception as e:  # safetensors raises its own SafetensorError for bad files
         raise CheckpointError(f"{label} is not a valid safetensors file: {e}") from e
-    return load_arrays(model, arrays, label=label, strict=strict, hint=_torch_hint)
 
 
 def _reversed_2d(line: str) -> bool:

@@ -2,9 +2,9 @@
 a safetensors file, loading every state whose dotted name and shape match and listing
 the ones left as initialised (e.g. the head when the number of classes differs).
 
-safetensors files are read with ``safetensors.numpy.load_file`` (numpy arrays, no
-pickle); ONNX files with ``onnx`` (the initializers, named as the exporter names the
-parameters); checkpoints with :func:`singa.checkpoint.read_arrays` (the model
+safetensors files are read by :func:`singa.checkpoint.read_weights` (numpy arrays, no
+pickle; the reader of ``load_weights``); ONNX files with ``onnx`` (the initializers,
+named as the exporter names the parameters); checkpoints with :func:`singa.checkpoint.read_arrays` (the model
 states, checksums verified).
 """
 
@@ -45,12 +45,9 @@ class InitReport:
 
 
 def _read_safetensors(path: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
+    from singa.checkpoint import read_weights  # the reader of load_weights: one set of checks
 
-    try:
-        return dict(load_file(path))
-    except Exception as e:  # the library raises its own error types for bad files
-        raise ValueError(f"not a readable safetensors file ({type(e).__name__}: {e})") from None
+    return read_weights(path)
 
 
 def _read_onnx(path: str) -> dict[str, np.ndarray]:

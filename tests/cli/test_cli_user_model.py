@@ -173,6 +173,10 @@ def test_bad_init_and_freeze(run, table, tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"not onnx at all")
     r = _train(run, "npz:t.npz", "--max-steps", "1", "--init", "junk.onnx")
     assert r.exit_code == 1 and "--init junk.onnx" in r.stderr
+    # a safetensors header over broken content: load_weights's reader and its message
+    (tmp_path / "junk.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{broken json}...")
+    r = _train(run, "npz:t.npz", "--max-steps", "1", "--init", "junk.safetensors")
+    assert r.exit_code == 1 and "is not a valid safetensors file" in r.stderr, r.output + r.stderr
     r = _train(run, "npz:t.npz", "--max-steps", "1", "--freeze", "nothing*")
     assert r.exit_code == 2 and "no parameter matches 'nothing*'" in r.stderr
 
