@@ -1,8 +1,9 @@
 """Checkpoint folders on the command line: ``--checkpoint-dir DIR`` (a
 :class:`~singa.checkpoint.CheckpointManager`: numbered files, the ``--keep`` newest
-kept), ``--save-every N`` (steps), ``--async-save``, ``--resume auto`` / ``--resume
-DIR`` (the newest valid checkpoint of the folder, or a fresh start when it has none,
-so that a scheduler can resubmit the same command line) and ``--max-restarts K``
+kept, and with ``--keep-best N`` the N of the lowest validation loss), ``--save-every
+N`` (steps), ``--async-save``, ``--resume auto`` / ``--resume DIR`` (the newest valid
+checkpoint of the folder, or a fresh start when it has none, so that a scheduler can
+resubmit the same command line) and ``--max-restarts K``
 (:mod:`singa.cli.restart`).
 
 The trainer calls :func:`resolve_resume` before it reads ``--resume`` and saves
@@ -62,6 +63,13 @@ _OPTIONS = [
         help="Also save a checkpoint every N training steps.",
     ),
     click.option(
+        "--keep-best",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="With --checkpoint-dir: also keep the N checkpoints of the lowest validation loss "
+        "(those saved at an epoch's end), besides the --keep newest.",
+    ),
+    click.option(
         "--async-save",
         is_flag=True,
         help="With --checkpoint-dir: write checkpoints in the background while training goes on.",
@@ -90,6 +98,8 @@ def check_ckpt_options(ctx: click.Context, cfg: Any) -> None:
         raise click.UsageError(
             "--resume auto needs --checkpoint-dir DIR (the folder to continue from)", ctx=ctx
         )
+    if cfg.keep_best and not cfg.checkpoint_dir:
+        raise click.UsageError("--keep-best needs --checkpoint-dir DIR", ctx=ctx)
     if cfg.async_save and not cfg.checkpoint_dir:
         raise click.UsageError("--async-save needs --checkpoint-dir DIR", ctx=ctx)
     if cfg.max_restarts and not cfg.checkpoint_dir:
@@ -155,15 +165,23 @@ class ManagedCheckpoints:
     checkpoint and the last epoch's metrics."""
 
     def __init__(self, cfg: Any):
+        best = cfg.keep_best or 0
         self.manager = CheckpointManager(
-            cfg.checkpoint_dir, keep_last=cfg.keep or DEFAULT_KEEP, async_save=bool(cfg.async_save)
+            cfg.checkpoint_dir,
+            keep_last=cfg.keep or DEFAULT_KEEP,
+            keep_best=best,
+            monitor="val_loss" if best else None,
+            async_save=bool(cfg.async_save),
         )
         self.last: str | None = None
 
-    def save(self, step: int, model: Any, aux_states: dict, history: list) -> str:
+    def save(self, step: int, model: Any, aux_states: dict, history: list, epoch_end: bool = True) -> str:
         """Save ``model`` as step ``step``'s checkpoint; returns its path (written in the
-        background with ``--async-save``; an earlier background failure raises here)."""
-        self.last = self.manager.save(step, model, metrics=_metrics(history), aux_states=aux_states)
+        background with ``--async-save``; an earlier background failure raises here). The
+        last epoch's metrics go with an ``epoch_end`` checkpoint only: a mid-epoch one
+        is not ranked by ``--keep-best`` on an earlier epoch's validation loss."""
+        metrics = _metrics(history) if epoch_end else {}
+        self.last = self.manager.save(step, model, metrics=metrics, aux_states=aux_states)
         return self.last
 
     def wait(self) -> None:

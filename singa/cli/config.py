@@ -113,6 +113,7 @@ class TrainConfig:
     # checkpoint folders (singa.cli.ckpt_options)
     checkpoint_dir: str | None = None
     save_every: int | None = None
+    keep_best: int | None = None
     async_save: bool = False
     max_restarts: int = 0
     extra: dict = field(default_factory=dict)

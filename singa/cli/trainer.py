@@ -355,7 +355,7 @@ class Trainer:
             check_params(self.model, state.step, self.cfg)
         if self.managed is not None:  # --checkpoint-dir (singa/cli/ckpt_options.py)
             try:
-                self.managed.save(state.step, self.model, aux, state.history)
+                self.managed.save(state.step, self.model, aux, state.history, state.batch == 0)
             except OSError as e:
                 folder = self.cfg.checkpoint_dir
                 raise CliError(f"cannot write a checkpoint in {folder}: {e.strerror or e}") from e

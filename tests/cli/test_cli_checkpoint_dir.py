@@ -11,8 +11,9 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
-from cli_helpers import TINY, assert_same_arrays
+from cli_helpers import TINY, assert_same_arrays, read_log
 
 import singa.cli.output
 from singa import checkpoint
@@ -53,6 +54,33 @@ def test_save_every_and_keep(run, tmp_path):
         "ckpt-000000060.zip",
         "ckpt-000000064.zip",
     ]
+
+
+def test_keep_best_keeps_the_lowest_validation_loss_of_the_epoch_ends(run, tmp_path):
+    # random labels: the MLP overfits and its validation loss rises after a few epochs
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((320, 20)).astype(np.float32), rng.integers(0, 4, 320)
+    np.savez(tmp_path / "d.npz", x_train=x[:256], y_train=y[:256], x_test=x[256:], y_test=y[256:])
+    args = [
+        "--epochs",
+        "10",
+        "--checkpoint-dir",
+        "ck",
+        "--keep",
+        "1",
+        "--keep-best",
+        "1",
+        "--save-every",
+        "3",
+    ]
+    r = run("mlp", "--data", "npz:d.npz", "--batch-size", "32", *args, "--lr", "0.5", "--log", "l.jsonl")
+    assert r.exit_code == 0, r.output + r.stderr
+    epochs = [rec for rec in read_log(tmp_path / "l.jsonl") if rec["event"] == "epoch"]
+    best = min(epochs, key=lambda rec: (rec["val_loss"], -rec["step"]))["step"]
+    assert best < 80  # an earlier epoch was the best: the case this test is about
+    assert _steps(tmp_path / "ck") == [best, 80]  # the best and the newest
+    r = run(*TINY, "--keep-best", "2")
+    assert r.exit_code == 2 and "--keep-best needs --checkpoint-dir" in r.stderr
 
 
 def test_resume_auto_is_bitwise_and_the_same_command_can_be_resubmitted(run, tmp_path):
