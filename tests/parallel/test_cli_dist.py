@@ -138,3 +138,62 @@ def test_sigterm_to_the_launcher_stops_every_rank_at_one_step_rank_0_saves(tmp_p
     r = singa_train(tmp_path, *TINY, "--batch-size", "8", "--epochs", "2", "--checkpoint-dir", "ck",
                     "--resume", "auto", "-q")  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+_DIE_ONCE = """
+import os
+if os.environ.get("SINGA_TEST_DIE_AT"):
+    import signal
+
+    from singa.cli import fit_run
+
+    real = fit_run.CliRun.on_train_batch_end
+
+    def on_train_batch_end(self, step, logs=None):
+        real(self, step, logs)
+        mark = os.environ["SINGA_TEST_MARK"]
+        if self.state.step == int(os.environ["SINGA_TEST_DIE_AT"]) and self.trainer.dist.rank == 1:
+            if not os.path.exists(mark):
+                open(mark, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    fit_run.CliRun.on_train_batch_end = on_train_batch_end
+"""
+
+
+def test_max_restarts_continues_a_job_whose_rank_died(tmp_path):
+    """Rank 1 of two is killed once, after the step-10 checkpoint; --max-restarts starts
+    the job again from it, and the job ends with the parameters of a straight run."""
+    args = [*TINY, "--batch-size", "16", "--epochs", "2", "--nproc", "2", "--seed", "4", "-q"]
+    r = singa_train(tmp_path, *args, "--checkpoint-dir", "full")
+    assert r.returncode == 0, r.stderr[-2000:]
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_DIE_ONCE)  # imported by every rank at start-up
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = str(hook) + os.pathsep + env["PYTHONPATH"]
+    env["SINGA_TEST_DIE_AT"], env["SINGA_TEST_MARK"] = "12", str(tmp_path / "killed")
+    cmd = [
+        *args,
+        "--checkpoint-dir",
+        "part",
+        "--save-every",
+        "5",
+        "--max-restarts",
+        "2",
+        "--log",
+        "run.jsonl",
+    ]
+    r = subprocess.run([sys.executable, "-m", "singa.cli.main", *cmd], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "killed").exists() and "restart 1/2" in r.stderr
+    assert any(e["event"] == "restart" for e in _events(tmp_path / "run.jsonl"))
+    from singa import checkpoint
+
+    full, part = checkpoint.newest_valid(tmp_path / "full"), checkpoint.newest_valid(tmp_path / "part")
+    assert full[0] == part[0]
+    a, b = checkpoint.read_arrays(str(full[1])), checkpoint.read_arrays(str(part[1]))
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert (a[k] == b[k]).all(), k
