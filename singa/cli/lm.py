@@ -11,8 +11,10 @@ is the mean loss over consecutive windows (``--val-steps`` batches, default 8).
 Options used: --batch-size, --epochs, --max-steps, --val-steps, --optimizer (AdamW
 unless given), --lr, --weight-decay, --seed, --graph, --precision, --device,
 --checkpoint, --log, --model-arg (num_layers, num_heads, width, context, dropout),
---val-split, -q. Not used here: image options; --resume and --nproc are refused
-(not offered for text runs yet).
+--val-split, -q, --resume FILE (a text run's checkpoint: the run's settings come from
+it unless given again, and the run goes on bitwise as an uninterrupted one would, also
+from a checkpoint that --max-steps wrote mid-epoch). Not used here: image options,
+--checkpoint-dir; --nproc is refused (not offered for text runs yet).
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from singa.cli.model_spec import parse_model_args
 from singa.data import text
 from singa.tensor import Tensor
 
-__all__ = ["LM_KEY", "BUNDLED", "text_spec", "is_lm_run", "train_lm", "load_lm"]
+__all__ = [
+    "LM_KEY",
+    "BUNDLED",
+    "RESUMED",
+    "text_spec",
+    "is_lm_run",
+    "resumed_text_run",
+    "train_lm",
+    "load_lm",
+]
 
 #: the checkpoint's auxiliary entry of a text run (vocabulary, model sizes, progress)
 LM_KEY = "singa_lm"
@@ -73,8 +84,12 @@ def _model_kwargs(model_args: Any) -> dict:
     return kw
 
 
+def _optimizer_name(cfg: Any, explicit: set) -> str:
+    return cfg.optimizer if "optimizer" in explicit else "adamw"
+
+
 def _optimizer(cfg: Any, explicit: set) -> opt.Optimizer:
-    name = cfg.optimizer if "optimizer" in explicit else "adamw"
+    name = _optimizer_name(cfg, explicit)
     lr = cfg.lr if cfg.lr is not None else 1e-3
     if name == "sgd":
         return opt.SGD(lr, momentum=cfg.momentum if cfg.momentum is not None else 0.9)
@@ -117,11 +132,48 @@ def _save(model: Any, cfg: Any, meta: dict) -> None:
         raise CliError(f"cannot write the checkpoint {cfg.checkpoint}: {e.strerror or e}") from e
 
 
+#: the settings a text run stores in its checkpoints and a resumed run takes from there
+#: unless they are given again (--max-steps is the stop, not part of the trajectory)
+RESUMED = ("data", "batch_size", "seed", "epochs", "lr", "momentum", "weight_decay", "model_args",
+           "val_split", "val_steps", "precision", "graph")  # fmt: skip
+
+
+def resumed_text_run(cfg: Any, explicit: set) -> bool:
+    """When ``--resume`` names a text run's checkpoint, take its settings (those not
+    given again) into ``cfg``, with ``model`` gpt, and return True."""
+    if not cfg.resume or not os.path.isfile(cfg.resume):
+        return False
+    from singa import checkpoint
+
+    try:
+        meta = checkpoint.read(cfg.resume).aux_values.get(LM_KEY)
+    except Exception:  # not a readable checkpoint: the image trainer reports it
+        return False
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        return False
+    stored = meta["config"]
+    for key in RESUMED:
+        if key in stored and key not in explicit:
+            value = stored[key]
+            setattr(cfg, key, tuple(value) if key == "model_args" else value)
+    if "optimizer" not in explicit:
+        cfg.optimizer = stored.get("optimizer", "adamw")
+        explicit.add("optimizer")
+    cfg.model = "gpt"
+    if not cfg.checkpoint:  # as an image run: the checkpoint resumed from goes on
+        cfg.checkpoint = cfg.resume
+    return True
+
+
+def _config(cfg: Any, explicit: set) -> dict:
+    """The settings of :data:`RESUMED` (JSON values) and the optimizer's name."""
+    out = {k: getattr(cfg, k) for k in RESUMED}
+    out["model_args"] = list(cfg.model_args or ())
+    out["optimizer"] = _optimizer_name(cfg, explicit)
+    return out
+
+
 def _setup(cfg: Any, explicit: set) -> tuple:
-    if cfg.resume:
-        raise CliError(
-            "--resume is not offered for text runs yet: start again from the checkpoint's settings"
-        )
     spec = text_spec(cfg.data) or BUNDLED  # gpt without text data: the bundled text
     data = text.load_text(None if spec == BUNDLED else spec[5:], val_fraction=cfg.val_split or 0.1)
     kw = _model_kwargs(cfg.model_args)
@@ -147,26 +199,19 @@ def train_lm(cfg: Any, explicit: set) -> dict:
     model.compile([tx], is_train=True, use_graph=cfg.graph, precision=cfg.precision)
     _say(cfg, f"gpt on {data.source}: {len(data.vocab)} characters, {len(data.train)} train / "
          f"{len(data.val)} val tokens, {total} steps of {b}x{ctx}")  # fmt: skip
-    meta = {"vocab": data.vocab.to_json(), "model": kw | {"num_classes": len(data.vocab)}, "data": spec}
+    meta = {"vocab": data.vocab.to_json(), "model": kw | {"num_classes": len(data.vocab)}, "data": spec,
+            "config": _config(cfg, explicit)}  # fmt: skip
+    step = _resume(model, cfg, meta)
     log = open(cfg.log, "a") if cfg.log else None  # noqa: SIM115 (closed below)
-    step, t0, losses, val = 0, time.perf_counter(), [], float("nan")
+    t0, val = time.perf_counter(), float("nan")
     try:
-        epoch = 0
         while step < total:
-            n = min(per_epoch, total - step)
-            for x, y in text.random_windows(data.train, b, ctx, n, seed=cfg.seed * 100003 + epoch):
-                tx.copy_from_numpy(x)
-                ty.copy_from_numpy(y)
-                loss = float(model(tx, ty)[1].to_numpy().reshape(-1)[0])
-                if not math.isfinite(loss):
-                    raise CliError(f"the loss is {loss} at step {step + 1}; try a smaller --lr")
-                losses.append(loss)
-                step += 1
-            val = validate(model, data.val, b, ctx, vbatches, dev)
-            epoch += 1
-            row = {"epoch": epoch, "step": step, "train_loss": float(np.mean(losses[-n:])), "val_loss": val,
+            step, val, train = _train_part(
+                model, cfg, data, (tx, ty, dev), (per_epoch, total, step), vbatches
+            )
+            row = {"epoch": -(-step // per_epoch), "step": step, "train_loss": train, "val_loss": val,
                    "time_s": time.perf_counter() - t0}  # fmt: skip
-            _say(cfg, f"epoch {epoch}: step {step}, train loss {row['train_loss']:.4f}, val loss {val:.4f}")
+            _say(cfg, f"epoch {row['epoch']}: step {step}, train loss {train:.4f}, val loss {val:.4f}")
             if log:
                 log.write(json.dumps(row) + "\n")
             _save(model, cfg, meta | {"step": step, "val_loss": val})
@@ -176,6 +221,52 @@ def train_lm(cfg: Any, explicit: set) -> dict:
     summary = {"steps": step, "val_loss": val, "seconds": time.perf_counter() - t0}
     _say(cfg, f"done: {step} steps, val loss {val:.4f}, {summary['seconds']:.1f}s")
     return summary
+
+
+def _resume(model: Any, cfg: Any, meta: dict) -> int:
+    """Load ``--resume``'s states (parameters, optimizer, random state) into the compiled
+    ``model``; returns the step it reached (0 without ``--resume``)."""
+    if not cfg.resume:
+        return 0
+    try:
+        aux = model.load_states(cfg.resume)
+    except Exception as e:
+        raise CliError(f"cannot resume from {cfg.resume}: {str(e).splitlines()[0]}") from e
+    stored = aux.get(LM_KEY) if isinstance(aux, dict) else None
+    if (
+        not isinstance(stored, dict)
+        or stored.get("vocab") != meta["vocab"]
+        or stored.get("model") != meta["model"]
+    ):
+        raise CliError(f"cannot resume from {cfg.resume}: it is not a checkpoint of this text run's model")
+    step = int(stored.get("step", 0))
+    _say(cfg, f"resumed from {cfg.resume} at step {step}")
+    return step
+
+
+def _train_part(model: Any, cfg: Any, data: Any, io: tuple, where: tuple, vbatches: int) -> tuple:
+    """Train from ``step`` to the end of its epoch (or to ``total``); returns the new step
+    , the validation loss and the part's mean training loss. An epoch's windows are drawn
+    from a generator seeded by ``--seed`` and the epoch, so a run resumed mid-epoch skips
+    the windows the first part used and draws the same ones after them."""
+    tx, ty, dev = io
+    per_epoch, total, step = where
+    epoch, skip = divmod(step, per_epoch)
+    n = min(per_epoch - skip, total - step)
+    b, ctx = tx.shape
+    losses = []
+    windows = text.random_windows(data.train, b, ctx, skip + n, seed=cfg.seed * 100003 + epoch)
+    for i, (x, y) in enumerate(windows):
+        if i < skip:
+            continue
+        tx.copy_from_numpy(x)
+        ty.copy_from_numpy(y)
+        loss = float(model(tx, ty)[1].to_numpy().reshape(-1)[0])
+        if not math.isfinite(loss):
+            raise CliError(f"the loss is {loss} at step {step + 1}; try a smaller --lr")
+        losses.append(loss)
+        step += 1
+    return step, validate(model, data.val, b, ctx, vbatches, dev), float(np.mean(losses))
 
 
 def load_lm(path: str, dev: Any = None) -> tuple:

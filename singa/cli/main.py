@@ -279,7 +279,7 @@ def train(ctx: click.Context, config_file: str | None, nproc: int | None, **opts
     from singa.cli import lm
 
     with reported(cfg.debug, cfg.verbose):
-        if lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
+        if lm.resumed_text_run(cfg, explicit) or lm.is_lm_run(cfg, explicit):  # gpt on text: singa/cli/lm.py
             if nproc is not None and nproc > 1:
                 raise CliError("--nproc is not offered for text runs (singa-train gpt) yet")
             lm.train_lm(cfg, explicit)

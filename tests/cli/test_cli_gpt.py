@@ -66,10 +66,36 @@ def test_errors(run, tmp_path, text_file):
         run("gpt", "--data", f"text:{text_file}", "--max-steps", "1", "--checkpoint", ck, *SMALL).exit_code
         == 0
     )
-    r = run("gpt", "--data", f"text:{text_file}", "--resume", ck)
-    assert r.exit_code == 1 and "--resume is not offered" in r.stderr
+    r = run("gpt", "--data", f"text:{text_file}", "--model-arg", "width=32", "--resume", ck)
+    assert r.exit_code == 1 and "cannot resume from" in r.stderr  # another model than the checkpoint's
     r = run("generate", ck, "--prompt", "QZ")
     assert r.exit_code == 1 and "not in the vocabulary" in r.stderr
+
+
+@pytest.mark.parametrize("stop", [26, 30])  # an epoch's end, mid-epoch
+def test_resume_is_bitwise_an_uninterrupted_run(run, tmp_path, text_file, stop):
+    from cli_helpers import assert_same_arrays
+
+    common = [
+        "gpt",
+        "--data",
+        f"text:{text_file}",
+        "--epochs",
+        "2",
+        "--seed",
+        "5",
+        "--model-arg",
+        "dropout=0.1",
+        *SMALL,
+    ]
+    assert run(*common, "--checkpoint", "full.zip").exit_code == 0
+    r = run(*common, "--max-steps", stop, "--checkpoint", "part.zip")
+    assert r.exit_code == 0, r.stderr
+    r = run("--resume", "part.zip")  # the settings come from the checkpoint
+    assert r.exit_code == 0, r.output + r.stderr
+    assert f"resumed from part.zip at step {stop}" in r.stdout
+    assert lm.load_lm(str(tmp_path / "part.zip"))[2]["step"] == 52  # 26 steps an epoch
+    assert assert_same_arrays(tmp_path / "full.zip", tmp_path / "part.zip") > 0
 
 
 def test_gpt_defaults_to_the_bundled_text(run):
