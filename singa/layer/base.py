@@ -189,11 +189,11 @@ class Layer:
     def _walk(self) -> Iterator[tuple[str, Any]]:
         """Yield (dotted name, object) for every sublayer and tensor reachable from this
         layer's public attributes, each object once (the first path wins), in depth-first
-        order. An explicit stack instead of nested generators: each item no longer passes
-        up through a generator frame per level (a ResNet-20's walk took 2.8 ms, half of
-        an asynchronous checkpoint save's blocking time)."""
+        order. One generator over an explicit stack instead of nested generators: an item
+        no longer passes up through a generator frame per level (a ResNet-20's walk took
+        2.8 ms, half of an asynchronous checkpoint save's blocking time), and a caller
+        that needs only the first tensor still stops early."""
         seen: set[int] = {id(self)}
-        found: list[tuple[str, Any]] = []
         stack = _public_attrs("", self)
         while stack:
             prefix, obj = stack.pop()
@@ -201,14 +201,13 @@ class Layer:
                 if id(obj) in seen:
                     continue
                 seen.add(id(obj))
-                found.append((prefix, obj))
+                yield prefix, obj
                 if isinstance(obj, Layer):
                     stack += _public_attrs(prefix + ".", obj)
             elif isinstance(obj, _SEQUENCES):
                 stack += [(f"{prefix}.{i}", v) for i, v in enumerate(obj)][::-1]
             elif isinstance(obj, dict):
                 stack += [(f"{prefix}.{k}", v) for k, v in obj.items()][::-1]
-        return iter(found)
 
     def name_states(self) -> None:
         """Set ``Tensor.name`` of every tensor below this layer to its dotted path from
