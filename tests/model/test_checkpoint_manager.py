@@ -200,6 +200,7 @@ def test_async_snapshot_is_taken_at_the_call(tmp_path, monkeypatch):
     mgr = ck.CheckpointManager(tmp_path, async_save=True)
     step(m, 0)
     at_save = states(m)
+    slots_at_save = m.optimizer.get_states(m.get_params())["slots"]
     mgr.save(1, m)
     assert gate.started.wait(30)
     step(m, 1)  # training goes on while the file is written
@@ -210,6 +211,9 @@ def test_async_snapshot_is_taken_at_the_call(tmp_path, monkeypatch):
     got = ck.read_arrays(mgr.path(1))
     for k, v in at_save.items():
         np.testing.assert_array_equal(got[k], v)
+    assert slots_at_save  # the momentum slots as they were at the call, not after step 1
+    for k, v in slots_at_save.items():
+        np.testing.assert_array_equal(got["optimizer/" + k], v)
 
 
 def test_async_one_save_in_flight(tmp_path, monkeypatch):

@@ -218,9 +218,12 @@ def snapshot(
     pending = lazy_params.pending_of(layer) if layer is not None else None
     entries = _model_entries(states, pending) if layer is not None else []
     opt_json = None
+    fresh: set[int] = set()  # arrays made for this snapshot: no second copy
     if optimizer is not None:
         opt_entries, opt_json = _optimizer_entries(optimizer, layer, params, pending)
         entries += opt_entries
+        if pending is None or pending.optimizer_states is None:  # get_states() returned copies
+            fresh = {id(e.array) for e in opt_entries}
     aux_entries, aux_json = _aux_entries(aux_states)
     entries += aux_entries
     _check_unique(entries)
@@ -231,19 +234,22 @@ def snapshot(
         rng = to_json(dev.get_rng_state())
         check_json(rng, "random state")
     if copy:
-        copies = _copied([e.array for e in entries])
+        copies = _copied([e.array for e in entries], fresh)
         entries = [ArrayEntry(e.key, e.state_type, c, dict(e.extra)) for e, c in zip(entries, copies)]
         aux_json = deepcopy(aux_json)  # the caller's values; opt_json and rng are built fresh
     return Snapshot(entries, aux_json, opt_json, rng, dev_name)
 
 
-def _copied(arrays: list) -> list:
+def _copied(arrays: list, fresh: set) -> list:
     """Copies of ``arrays``, those of one dtype as views of one fresh buffer: one
-    allocation per dtype instead of one per array (a ResNet-20 has about 170)."""
-    out: list = [None] * len(arrays)
+    allocation per dtype instead of one per array (a ResNet-20 has about 170). Arrays
+    whose ``id`` is in ``fresh`` (made for this snapshot: the optimizer's slot copies)
+    are kept as they are."""
+    out: list = [a if id(a) in fresh else None for a in arrays]
     by_dtype: dict = {}
     for i, a in enumerate(arrays):
-        by_dtype.setdefault(a.dtype, []).append(i)
+        if out[i] is None:
+            by_dtype.setdefault(a.dtype, []).append(i)
     for dtype, idx in by_dtype.items():
         buf = np.empty(sum(arrays[i].size for i in idx), dtype)
         at = 0
