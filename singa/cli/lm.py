@@ -13,8 +13,9 @@ unless given), --lr, --weight-decay, --seed, --graph, --precision, --device,
 --checkpoint, --log, --model-arg (num_layers, num_heads, width, context, dropout),
 --val-split, -q, --resume FILE (a text run's checkpoint: the run's settings come from
 it unless given again, and the run goes on bitwise as an uninterrupted one would, also
-from a checkpoint that --max-steps wrote mid-epoch). Not used here: image options,
---checkpoint-dir; --nproc is refused (not offered for text runs yet).
+from a checkpoint that --max-steps or --save-every wrote mid-epoch), --checkpoint-dir with
+--save-every, --keep, --keep-best, --async-save and --resume auto|DIR (as image runs). Not
+used here: image options; --nproc is refused (not offered for text runs yet).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -123,13 +125,33 @@ def _say(cfg: Any, msg: str) -> None:
         print(msg, flush=True)
 
 
-def _save(model: Any, cfg: Any, meta: dict) -> None:
-    if not cfg.checkpoint:
-        return
-    try:
-        model.save_states(cfg.checkpoint, aux_states={LM_KEY: meta})
-    except OSError as e:
-        raise CliError(f"cannot write the checkpoint {cfg.checkpoint}: {e.strerror or e}") from e
+class _Saver:
+    """Where a text run's checkpoints go: ``--checkpoint FILE`` (rewritten), or the
+    ``--checkpoint-dir`` folder's manager (numbered files, ``--keep``, ``--keep-best``,
+    ``--async-save``), as image runs save."""
+
+    def __init__(self, model: Any, cfg: Any, meta: dict):
+        from singa.cli.ckpt_options import ManagedCheckpoints
+
+        self.model, self.cfg, self.meta = model, cfg, meta
+        self.managed = ManagedCheckpoints(cfg) if cfg.checkpoint_dir else None
+
+    def __call__(self, step: int, val: float, epoch_end: bool) -> None:
+        """Save the state at ``step`` (``val`` the last validation loss)."""
+        aux = {LM_KEY: self.meta | {"step": step, "val_loss": val}}
+        try:
+            if self.managed is not None:
+                self.managed.save(step, self.model, aux, [{"val_loss": val}], epoch_end)
+            elif self.cfg.checkpoint:
+                self.model.save_states(self.cfg.checkpoint, aux_states=aux)
+        except OSError as e:
+            where = self.cfg.checkpoint_dir or self.cfg.checkpoint
+            raise CliError(f"cannot write a checkpoint to {where}: {e.strerror or e}") from e
+
+    def wait(self) -> None:
+        """Wait for a background save (raising its error)."""
+        if self.managed is not None:
+            self.managed.wait()
 
 
 #: the settings a text run stores in its checkpoints and a resumed run takes from there
@@ -140,7 +162,16 @@ RESUMED = ("data", "batch_size", "seed", "epochs", "lr", "momentum", "weight_dec
 
 def resumed_text_run(cfg: Any, explicit: set) -> bool:
     """When ``--resume`` names a text run's checkpoint, take its settings (those not
-    given again) into ``cfg``, with ``model`` gpt, and return True."""
+    given again) into ``cfg``, with ``model`` gpt, and return True. A text run's
+    ``--resume auto`` / ``--resume DIR`` becomes the folder's newest valid checkpoint
+    first (an image run's is resolved by its trainer)."""
+    if cfg.resume and not os.path.isfile(cfg.resume) and is_lm_run(cfg, explicit):
+        from singa.cli.ckpt_options import resolve_resume  # --resume auto / DIR: its newest file
+
+        def warn(msg: str) -> None:
+            print(f"warning: {msg}", file=sys.stderr)
+
+        resolve_resume(cfg, warn, lambda msg: _say(cfg, msg))
     if not cfg.resume or not os.path.isfile(cfg.resume):
         return False
     from singa import checkpoint
@@ -160,7 +191,7 @@ def resumed_text_run(cfg: Any, explicit: set) -> bool:
         cfg.optimizer = stored.get("optimizer", "adamw")
         explicit.add("optimizer")
     cfg.model = "gpt"
-    if not cfg.checkpoint:  # as an image run: the checkpoint resumed from goes on
+    if not cfg.checkpoint and not cfg.checkpoint_dir:  # as an image run: the checkpoint goes on
         cfg.checkpoint = cfg.resume
     return True
 
@@ -202,19 +233,20 @@ def train_lm(cfg: Any, explicit: set) -> dict:
     meta = {"vocab": data.vocab.to_json(), "model": kw | {"num_classes": len(data.vocab)}, "data": spec,
             "config": _config(cfg, explicit)}  # fmt: skip
     step = _resume(model, cfg, meta)
+    save = _Saver(model, cfg, meta)
     log = open(cfg.log, "a") if cfg.log else None  # noqa: SIM115 (closed below)
     t0, val = time.perf_counter(), float("nan")
     try:
         while step < total:
-            step, val, train = _train_part(
-                model, cfg, data, (tx, ty, dev), (per_epoch, total, step), vbatches
-            )
+            where = (per_epoch, total, step)
+            step, val, train = _train_part(model, cfg, data, (tx, ty, dev), where, vbatches, save)
             row = {"epoch": -(-step // per_epoch), "step": step, "train_loss": train, "val_loss": val,
                    "time_s": time.perf_counter() - t0}  # fmt: skip
             _say(cfg, f"epoch {row['epoch']}: step {step}, train loss {train:.4f}, val loss {val:.4f}")
             if log:
                 log.write(json.dumps(row) + "\n")
-            _save(model, cfg, meta | {"step": step, "val_loss": val})
+            save(step, val, epoch_end=True)
+        save.wait()
     finally:
         if log:
             log.close()
@@ -244,11 +276,12 @@ def _resume(model: Any, cfg: Any, meta: dict) -> int:
     return step
 
 
-def _train_part(model: Any, cfg: Any, data: Any, io: tuple, where: tuple, vbatches: int) -> tuple:
+def _train_part(model: Any, cfg: Any, data: Any, io: tuple, where: tuple, vbatches: int, save: Any) -> tuple:
     """Train from ``step`` to the end of its epoch (or to ``total``); returns the new step
     , the validation loss and the part's mean training loss. An epoch's windows are drawn
     from a generator seeded by ``--seed`` and the epoch, so a run resumed mid-epoch skips
-    the windows the first part used and draws the same ones after them."""
+    the windows the first part used and draws the same ones after them. ``save`` writes
+    the ``--save-every`` checkpoints on the way."""
     tx, ty, dev = io
     per_epoch, total, step = where
     epoch, skip = divmod(step, per_epoch)
@@ -266,6 +299,8 @@ def _train_part(model: Any, cfg: Any, data: Any, io: tuple, where: tuple, vbatch
             raise CliError(f"the loss is {loss} at step {step + 1}; try a smaller --lr")
         losses.append(loss)
         step += 1
+        if cfg.save_every and step % cfg.save_every == 0 and step % per_epoch and step < total:
+            save(step, float("nan"), epoch_end=False)  # --save-every, mid-epoch
     return step, validate(model, data.val, b, ctx, vbatches, dev), float(np.mean(losses))
 
 

@@ -98,6 +98,26 @@ def test_resume_is_bitwise_an_uninterrupted_run(run, tmp_path, text_file, stop):
     assert assert_same_arrays(tmp_path / "full.zip", tmp_path / "part.zip") > 0
 
 
+def test_checkpoint_dir_save_every_and_resume_auto(run, tmp_path, text_file):
+    from cli_helpers import assert_same_arrays
+
+    from singa import checkpoint
+
+    common = ["gpt", "--data", f"text:{text_file}", "--epochs", "2", "--seed", "6", *SMALL]
+    assert run(*common, "--checkpoint-dir", "full").exit_code == 0
+    part = [*common, "--checkpoint-dir", "part", "--save-every", "10", "--keep", "2"]
+    r = run(*part, "--max-steps", "33")
+    assert r.exit_code == 0, r.output + r.stderr
+    index = json.loads((tmp_path / "part" / "checkpoints.json").read_text())["checkpoints"]
+    assert [c["step"] for c in index] == [30, 33]  # saves at 10, 20, 26 (an epoch), 30, 33; keep 2
+    r = run(*part, "--resume", "auto")  # the same command, resubmitted
+    assert r.exit_code == 0, r.output + r.stderr
+    assert "resumed from" in r.stdout and "at step 33" in r.stdout
+    full, done = checkpoint.newest_valid(tmp_path / "full"), checkpoint.newest_valid(tmp_path / "part")
+    assert full[0] == done[0] == 52
+    assert assert_same_arrays(full[1], done[1]) > 0
+
+
 def test_gpt_defaults_to_the_bundled_text(run):
     r = run("gpt", "--max-steps", "1", "--val-steps", "1", *SMALL)
     assert r.exit_code == 0, r.stderr
