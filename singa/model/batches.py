@@ -181,6 +181,8 @@ def split_batch(batch: Any) -> tuple[Any, Any]:
 
 def to_tensors(xb: Any, dev: Any) -> tuple:
     """The batch's inputs as Tensors on ``dev`` (a tuple: one per model input)."""
+    if type(xb) is np.ndarray:  # the common case, without the generator
+        return (tensor.from_numpy(xb, dev),)
     xs = xb if isinstance(xb, tuple | list) else (xb,)
     return tuple(a if isinstance(a, tensor.Tensor) else tensor.from_numpy(np.asarray(a), dev) for a in xs)
 
