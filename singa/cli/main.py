@@ -438,7 +438,9 @@ def evaluate(
     if as_json:
         click.echo(json.dumps(res))
     else:
-        if "mse" in res:  # a regression (singa.cli.regression)
+        if "perplexity" in res:  # a text run (singa.cli.lm_tools)
+            scores = f"loss {res['loss']:.4f}, perplexity {res['perplexity']:.2f}"
+        elif "mse" in res:  # a regression (singa.cli.regression)
             scores = f"loss {res['loss']:.4f}, MSE {res['mse']:.6g}, MAE {res['mae']:.6g}"
         else:
             scores = f"loss {res['loss']:.4f}, accuracy {100 * res['accuracy']:.2f}%"

@@ -13,6 +13,7 @@ import numpy as np
 from singa import data as sdata
 from singa import sonnx
 from singa.checkpoint import CheckpointError
+from singa.cli import lm_tools
 from singa.cli.common import (
     check_writable,
     create_model,
@@ -109,8 +110,11 @@ def evaluate_checkpoint(
     split: str,
     batch_size: int,
 ) -> dict:
-    """Loss and accuracy of a checkpoint's model on a split of its dataset."""
+    """Loss and accuracy of a checkpoint's model on a split of its dataset (a text run's:
+    loss and perplexity on its text, :mod:`singa.cli.lm_tools`)."""
     dev = make_device(device)
+    if lm_tools.text_run_meta(path) is not None:
+        return lm_tools.evaluate_lm(path, dev, split, batch_size)
     model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
     other = data_name is not None and data_name != info.name and sdata.parse_data_spec(data_name) is not None
     opts = stored_data_options(run, info, whole=other)
@@ -163,6 +167,10 @@ def export_checkpoint(
     :func:`singa.cli.lora.export_lora`, e.g. ``merge``)."""
     onnx_path = check_writable(onnx_path, "ONNX file") if onnx_path is not None else None
     dev = make_device(device)
+    if lm_tools.text_run_meta(path) is not None:
+        if onnx_path is None:
+            raise CliError("a text run's checkpoint exports to ONNX only: give --onnx PATH")
+        return lm_tools.export_lm(path, onnx_path, dev, opset)
     model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
     model = export_lora(model, run, path, lora or {}, click.echo)
     result = {"model": name, "onnx": onnx_path, "input": "Nx" + "x".join(map(str, info.sample_shape))}

@@ -118,6 +118,38 @@ def test_checkpoint_dir_save_every_and_resume_auto(run, tmp_path, text_file):
     assert assert_same_arrays(full[1], done[1]) > 0
 
 
+def test_evaluate_and_export_a_text_runs_checkpoint(run, tmp_path, text_file):
+    import numpy as np
+
+    from singa import tensor
+
+    ck = tmp_path / "ck.zip"
+    args = ["gpt", "--data", f"text:{text_file}", "--max-steps", "30", "--checkpoint", ck, "--log", "l.jsonl"]
+    assert run(*args, *SMALL).exit_code == 0
+    r = run("evaluate", ck, "--json", "--batch-size", "4")
+    assert r.exit_code == 0, r.output + r.stderr
+    res = json.loads(r.stdout)
+    assert res["model"] == "gpt" and res["split"] == "val" and res["perplexity"] > 1
+    # every window of the validation text, against the model's own loss on them
+    model, vocab, meta = lm.load_lm(str(ck))
+    data = lm.text.load_text(str(text_file), val_fraction=0.1)
+    want = lm.validate(model, data.val, 4, model.context, None, None)
+    assert res["loss"] == want
+    r = run("export", ck, "--onnx", tmp_path / "gpt.onnx")
+    assert r.exit_code == 0, r.output + r.stderr
+    try:
+        import onnxruntime as ort
+    except Exception:
+        pytest.skip("onnxruntime is not installed")
+    sess = ort.InferenceSession(str(tmp_path / "gpt.onnx"), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for b, n in ((1, 5), (2, 16)):  # both axes dynamic
+        ids = np.random.default_rng(n).integers(0, len(vocab), (b, n)).astype(np.int64)
+        (got,) = sess.run(None, {name: ids})
+        want = model(tensor.from_numpy(ids)).to_numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_gpt_defaults_to_the_bundled_text(run):
     r = run("gpt", "--max-steps", "1", "--val-steps", "1", *SMALL)
     assert r.exit_code == 0, r.stderr
