@@ -58,7 +58,7 @@ def run(mode: str, steps: int, every: int, batch: int, folder: str) -> dict:
         m(tx, ty)
     mgr = CheckpointManager(folder, keep_last=2, async_save=mode == "async") if mode != "none" else None
     blocked = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for step in range(1, steps + 1):
         tx.copy_from_numpy(xs[step % 4])
         ty.copy_from_numpy(ys[step % 4])
@@ -69,7 +69,30 @@ def run(mode: str, steps: int, every: int, batch: int, folder: str) -> dict:
             blocked.append(time.perf_counter() - t)
     if mgr is not None:
         mgr.wait()
-    return {"wall": time.perf_counter() - t0, "blocked": blocked}
+    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "blocked": blocked}
+
+
+def _table(res: dict) -> str:
+    """Run time (median, min, CPU) against no saving, and the saving step's blocking time
+    (median, min) against a synchronous save's."""
+    med, low = statistics.median, min
+    none = res["none"]
+    base = {"wall": med(none["wall"]), "cpu": med(none["cpu"]), "min": low(none["wall"])}
+    sync = res["sync"]["blocked"]
+    head = "| mode | run s (median, min) | overhead (median, min, CPU) | save blocks ms (median, min) |"
+    rows = [head + " of sync (median, min) |", "|---|---|---|---|---|"]
+    for mode in MODES:
+        r = res[mode]
+        run_s = f"{med(r['wall']):.2f}, {low(r['wall']):.2f}"
+        over = blocks = share = ""
+        if mode != "none":
+            pct = [med(r["wall"]) / base["wall"], low(r["wall"]) / base["min"], med(r["cpu"]) / base["cpu"]]
+            over = ", ".join(f"{100 * (v - 1):+.1f}%" for v in pct)
+            b = r["blocked"]
+            blocks = f"{1000 * med(b):.1f}, {1000 * low(b):.1f}"
+            share = f"{100 * med(b) / med(sync):.0f}%, {100 * low(b) / low(sync):.0f}%"
+        rows.append(f"| {mode} | {run_s} | {over} | {blocks} | {share} |")
+    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -81,28 +104,20 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
     a = ap.parse_args(argv)
-    res: dict = {mode: {"wall": [], "blocked": []} for mode in MODES}
+    res: dict = {mode: {"wall": [], "cpu": [], "blocked": []} for mode in MODES}
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="singa-bench-ckpt-", dir=a.dir) as tmp:
         for rep in range(a.reps):
             for mode in MODES if rep % 2 == 0 else MODES[::-1]:
                 r = run(mode, a.steps, a.every, a.batch, os.path.join(tmp, f"{mode}-{rep}"))
                 res[mode]["wall"].append(r["wall"])
+                res[mode]["cpu"].append(r["cpu"])
                 res[mode]["blocked"] += r["blocked"]
-    base = statistics.median(res["none"]["wall"])
-    sync_block = statistics.median(res["sync"]["blocked"]) if res["sync"]["blocked"] else float("nan")
     print(
         f"ResNet-20, batch {a.batch}, {a.steps} steps, a save every {a.every} steps, {a.reps} reps "
         f"(load average {load0:.1f} -> {os.getloadavg()[0]:.1f}: figures under load)"
     )
-    print(f"{'mode':6} {'run s (median)':>15} {'overhead':>9} {'save blocks ms (median)':>24} {'of sync':>8}")
-    for mode in MODES:
-        wall = statistics.median(res[mode]["wall"])
-        blocks = res[mode]["blocked"]
-        blk = statistics.median(blocks) if blocks else float("nan")
-        over = f"{100 * (wall / base - 1):+.1f}%" if mode != "none" else ""
-        share = f"{100 * blk / sync_block:.0f}%" if blocks else ""
-        print(f"{mode:6} {wall:15.2f} {over:>9} {1000 * blk:24.1f} {share:>8}")
+    print(_table(res))
     return res
 
 
