@@ -137,7 +137,7 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
 @kernel
 def _grad_tiles_in(phased, th, tw, dm):  # pragma: no cover (compiled)
     """dm[p*6 + q, tiles, :] = (A dY A^T)[p, q] for each 4x4 block dY of dy phased
-    (n, th*4, 4, tw, O) by the forward's ``phase``."""
+    (n, th*4, 4, tw, O) by :func:`~singa.kernels.conv_winograd.phase_columns`."""
     o = phased.shape[4]
     run = tw * o
     flat = phased.reshape(phased.size)
@@ -147,10 +147,14 @@ def _grad_tiles_in(phased, th, tw, dm):  # pragma: no cover (compiled)
             t0 = (n * th + ty) * run
             for i in range(4):  # along the columns: f[i*6 + q] from dY[i, j], phase j's run
                 b = (n * th * 4 + ty * 4 + i) * 4 * run
+                r = i * 6
                 _rows_a(flat[b : b + run], flat[b + run : b + 2 * run], flat[b + 2 * run : b + 3 * run],
-                        flat[b + 3 * run : b + 4 * run], f, i * 6)  # fmt: skip
+                        flat[b + 3 * run : b + 4 * run], f[r], f[r + 1], f[r + 2], f[r + 3], f[r + 4],
+                        f[r + 5])  # fmt: skip
             for k in range(6):  # along the rows: dm[p*6 + k] from f[i*6 + k]
-                _rows_a_into(f[k], f[6 + k], f[12 + k], f[18 + k], dm, k, t0, run)
+                e = t0 + run
+                _rows_a(f[k], f[6 + k], f[12 + k], f[18 + k], dm[k, t0:e], dm[6 + k, t0:e], dm[12 + k, t0:e],
+                        dm[18 + k, t0:e], dm[24 + k, t0:e], dm[30 + k, t0:e])  # fmt: skip
 
 
 @kernel
@@ -184,31 +188,11 @@ def _grad_tiles_out(dv, th, tw, dxp):  # pragma: no cover (compiled)
 
 
 @helper
-def _rows_a(s0, s1, s2, s3, out, row):  # pragma: no cover (compiled)
-    """out[row + q] = A[q] . (s0, s1, s2, s3) elementwise, A = (A^T)^T of F(4x4, 3x3):
-    rows (1, 0, 0, 0), (1, 1, 1, 1), (1, -1, 1, -1), (1, 2, 4, 8), (1, -2, 4, -8), (0, 0, 0, 1)."""
+def _rows_a(s0, s1, s2, s3, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
+    """o_q = A[q] . (s0, s1, s2, s3) elementwise, A = (A^T)^T of F(4x4, 3x3): rows
+    (1, 0, 0, 0), (1, 1, 1, 1), (1, -1, 1, -1), (1, 2, 4, 8), (1, -2, 4, -8), (0, 0, 0, 1)."""
     f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
-    o0, o1, o2, o3, o4, o5 = out[row], out[row + 1], out[row + 2], out[row + 3], out[row + 4], out[row + 5]
     for u in range(s0.size):
-        e1 = s0[u] + s2[u]
-        q1 = s1[u] + s3[u]
-        e2 = s0[u] + f4 * s2[u]
-        q2 = f2 * s1[u] + f8 * s3[u]
-        o0[u] = s0[u]
-        o1[u] = e1 + q1
-        o2[u] = e1 - q1
-        o3[u] = e2 + q2
-        o4[u] = e2 - q2
-        o5[u] = s3[u]
-
-
-@helper
-def _rows_a_into(s0, s1, s2, s3, dm, k, t0, run):  # pragma: no cover (compiled)
-    """dm[p*6 + k, t0:t0 + run] = A[p] . (s0, s1, s2, s3) elementwise (:func:`_rows_a`)."""
-    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
-    o0, o1, o2 = dm[k, t0 : t0 + run], dm[6 + k, t0 : t0 + run], dm[12 + k, t0 : t0 + run]
-    o3, o4, o5 = dm[18 + k, t0 : t0 + run], dm[24 + k, t0 : t0 + run], dm[30 + k, t0 : t0 + run]
-    for u in range(run):
         e1 = s0[u] + s2[u]
         q1 = s1[u] + s3[u]
         e2 = s0[u] + f4 * s2[u]
