@@ -192,3 +192,33 @@ def run_child(argv: list[str], env: dict[str, str] | None = None, timeout: float
 def ms(seconds: float | None) -> str:
     """Seconds as milliseconds with two decimals, or '-'."""
     return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def time_and_profile(label: str, step: Step, steps: int, rows: int, torch_side: bool) -> None:
+    """Three warm-up calls of ``step``, then ``steps`` timed ones (median and minimum
+    printed with the load average), then a profile of ``steps`` more: cProfile's
+    ``rows`` costliest functions for ours, torch.profiler's table when ``torch_side``
+    (the profilers slow the step: compare the parts, not the totals)."""
+    for _ in range(3):
+        step()
+    timing = Timing()
+    time_block(step, steps, timing)
+    ts = sorted(timing.wall)
+    print(
+        f"{label}: median {ts[len(ts) // 2] * 1e3:.1f} ms, min {ts[0] * 1e3:.1f} ms, load {os.getloadavg()}"
+    )
+    if torch_side:
+        from torch.profiler import profile
+
+        with profile() as prof:
+            time_block(step, steps, Timing())
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
+        return
+    import cProfile
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    time_block(step, steps, Timing())
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(rows)

@@ -14,26 +14,15 @@ profilers slow the step; compare the parts, not the totals).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
-import pstats
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 import bench_graph  # noqa: E402
-
-
-def _timed(step, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - t0)
-    return out
+from _harness import time_and_profile  # noqa: E402
 
 
 def _step(a: argparse.Namespace):
@@ -53,28 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rows", type=int, default=40)
-    p.add_argument("--time-only", action="store_true", help="no profile, only the timed steps")
     a = p.parse_args(argv)
     step = _step(a)
-    _timed(step, 3)
-    ts = sorted(_timed(step, a.steps))
-    print(
-        f"{a.mode}: median {ts[len(ts) // 2] * 1e3:.1f} ms, min {ts[0] * 1e3:.1f} ms, load {os.getloadavg()}"
-    )
-    if a.time_only:
-        return
-    if a.mode.startswith("torch"):
-        from torch.profiler import profile
-
-        with profile() as prof:
-            _timed(step, a.steps)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.rows))
-        return
-    pr = cProfile.Profile()
-    pr.enable()
-    _timed(step, a.steps)
-    pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(a.rows)
+    time_and_profile(a.mode, step, a.steps, a.rows, a.mode.startswith("torch"))
 
 
 if __name__ == "__main__":
