@@ -42,6 +42,7 @@ __all__ = [
     "text_spec",
     "is_lm_run",
     "resumed_text_run",
+    "text_run_meta",
     "train_lm",
     "load_lm",
 ]
@@ -160,6 +161,19 @@ RESUMED = ("data", "batch_size", "seed", "epochs", "lr", "momentum", "weight_dec
            "val_split", "val_steps", "precision", "graph")  # fmt: skip
 
 
+def text_run_meta(path: str) -> dict | None:
+    """The text-run entry of the checkpoint ``path`` (vocabulary, model sizes, settings,
+    step), or None for any other checkpoint or a file that is not one (the image tools
+    report that)."""
+    from singa import checkpoint
+
+    try:
+        meta = checkpoint.read(path).aux_values.get(LM_KEY)
+    except Exception:
+        return None
+    return meta if isinstance(meta, dict) and isinstance(meta.get("model"), dict) else None
+
+
 def resumed_text_run(cfg: Any, explicit: set) -> bool:
     """When ``--resume`` names a text run's checkpoint, take its settings (those not
     given again) into ``cfg``, with ``model`` gpt, and return True. A text run's
@@ -172,15 +186,8 @@ def resumed_text_run(cfg: Any, explicit: set) -> bool:
             print(f"warning: {msg}", file=sys.stderr)
 
         resolve_resume(cfg, warn, lambda msg: _say(cfg, msg))
-    if not cfg.resume or not os.path.isfile(cfg.resume):
-        return False
-    from singa import checkpoint
-
-    try:
-        meta = checkpoint.read(cfg.resume).aux_values.get(LM_KEY)
-    except Exception:  # not a readable checkpoint: the image trainer reports it
-        return False
-    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+    meta = text_run_meta(cfg.resume) if cfg.resume and os.path.isfile(cfg.resume) else None
+    if meta is None or not isinstance(meta.get("config"), dict):
         return False
     stored = meta["config"]
     for key in RESUMED:

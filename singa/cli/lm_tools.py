@@ -18,23 +18,11 @@ import numpy as np
 
 from singa import sonnx
 from singa.cli.errors import CliError
-from singa.cli.lm import BUNDLED, LM_KEY, load_lm, validate
+from singa.cli.lm import BUNDLED, load_lm, validate
 from singa.data import text
 from singa.tensor import Tensor
 
-__all__ = ["text_run_meta", "evaluate_lm", "export_lm"]
-
-
-def text_run_meta(path: str) -> dict | None:
-    """The text-run entry of the checkpoint ``path``, or None for any other checkpoint
-    (or a file that is not one: the image tools report that)."""
-    from singa import checkpoint
-
-    try:
-        meta = checkpoint.read(path).aux_values.get(LM_KEY)
-    except Exception:
-        return None
-    return meta if isinstance(meta, dict) and isinstance(meta.get("model"), dict) else None
+__all__ = ["evaluate_lm", "export_lm"]
 
 
 def evaluate_lm(path: str, dev: Any, split: str, batch_size: int) -> dict:

@@ -24,6 +24,7 @@ from singa.cli.common import (
     read_run_state,
 )
 from singa.cli.errors import CliError
+from singa.cli.lm import text_run_meta
 from singa.cli.lora import export_lora, restore_lora
 from singa.cli.regression import evaluate_regression, target_scale
 from singa.cli.user_options import stored_data_options
@@ -113,7 +114,7 @@ def evaluate_checkpoint(
     """Loss and accuracy of a checkpoint's model on a split of its dataset (a text run's:
     loss and perplexity on its text, :mod:`singa.cli.lm_tools`)."""
     dev = make_device(device)
-    if lm_tools.text_run_meta(path) is not None:
+    if text_run_meta(path) is not None:
         return lm_tools.evaluate_lm(path, dev, split, batch_size)
     model, run, info, name = load_checkpoint_model(path, model_name, data_name, dev)
     other = data_name is not None and data_name != info.name and sdata.parse_data_spec(data_name) is not None
@@ -167,7 +168,7 @@ def export_checkpoint(
     :func:`singa.cli.lora.export_lora`, e.g. ``merge``)."""
     onnx_path = check_writable(onnx_path, "ONNX file") if onnx_path is not None else None
     dev = make_device(device)
-    if lm_tools.text_run_meta(path) is not None:
+    if text_run_meta(path) is not None:
         if onnx_path is None:
             raise CliError("a text run's checkpoint exports to ONNX only: give --onnx PATH")
         return lm_tools.export_lm(path, onnx_path, dev, opset)
