@@ -3,9 +3,12 @@ time (prepare), and inference time of our runtime against onnxruntime's at batch
 and 16 (median of ``--reps`` runs after one warm-up, one thread each way: BLAS and
 onnxruntime both get ``--threads``). Prints a markdown table (the one in
 docs/onnx.md). Needs torch (to export) and onnxruntime; torchvision models with
-``--torchvision`` when torchvision imports.
+``--torchvision`` when torchvision imports, or from the stored graphs (opset 17, random
+weights with the exported statistics: ``tests/sonnx/stored_graphs.py``) with ``--stored``,
+which needs neither torch nor torchvision.
 
     python bench/bench_onnx_models.py --opsets 13,17 --reps 5
+    python bench/bench_onnx_models.py --models "" --stored --reps 5
 """
 
 from __future__ import annotations
@@ -30,16 +33,16 @@ def _median_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def measure(name: str, module, shape: tuple, opset: int, reps: int, threads: int) -> dict:
+def measure(name: str, proto, reps: int, threads: int) -> dict:
     """One table row: load time and our/onnxruntime inference times at batch 1 and 16."""
-    import onnx
+    import numpy as np
     import onnxruntime as ort
-    import whole_models
 
     from singa import sonnx
 
-    data = whole_models.export(module, shape, opset)
-    proto = onnx.load_from_string(data)
+    data = proto.SerializeToString()
+    opset = max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    shape = tuple(d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim[1:])
     t0 = time.perf_counter()
     rep = sonnx.prepare(proto)
     load_ms = (time.perf_counter() - t0) * 1e3
@@ -48,7 +51,7 @@ def measure(name: str, module, shape: tuple, opset: int, reps: int, threads: int
     sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
     row = {"model": name, "opset": opset, "load_ms": load_ms}
     for n in (1, 16):
-        x = whole_models.batch(shape, n)
+        x = np.random.default_rng(n).standard_normal((n, *shape)).astype(np.float32)
         row[f"ours_{n}"] = _median_ms(lambda x=x: rep.run([x]), reps)
         row[f"ort_{n}"] = _median_ms(lambda x=x: sess.run(None, {"x": x}), reps)
     return row
@@ -61,36 +64,53 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--models", default="resnet_blocks,mobilenet_like,vit_like,segmentation_head")
     p.add_argument("--torchvision", action="store_true", help="also torchvision's models (slow)")
+    p.add_argument("--stored", action="store_true", help="torchvision's models from the stored graphs")
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    import whole_models
-
-    small = whole_models.small_models()
-    jobs = [(n, small[n][0](), small[n][1]) for n in args.models.split(",") if n]
-    if args.torchvision:
-        for n in whole_models.TORCHVISION:
-            try:
-                module, shape = whole_models.torchvision_model(n)
-            except Exception as e:
-                print(f"# {n}: torchvision not usable ({type(e).__name__})")
-                continue
-            jobs.append((n, module, shape))
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"# load: {load}, threads {args.threads}")
     print("| model | opset | load ms | ours b1 ms | ORT b1 ms | ours b16 ms | ORT b16 ms |")
     print("|---|---|---|---|---|---|---|")
-    for opset in [int(o) for o in args.opsets.split(",")]:
-        for name, module, shape in jobs:
-            try:
-                r = measure(name, module, shape, opset, args.reps, args.threads)
-            except Exception as e:  # a model torch cannot export at this opset
-                print(f"| {name} | {opset} | {type(e).__name__} | | | | |")
-                continue
-            print(
-                f"| {r['model']} | {r['opset']} | {r['load_ms']:.0f} | {r['ours_1']:.1f} | {r['ort_1']:.1f} "
-                f"| {r['ours_16']:.1f} | {r['ort_16']:.1f} |"
-            )
+    for name, proto in _jobs(args):
+        if isinstance(proto, Exception):  # a model torch cannot export at this opset
+            print(f"| {name} | | {type(proto).__name__} | | | | |")
+            continue
+        r = measure(name, proto, args.reps, args.threads)
+        print(
+            f"| {r['model']} | {r['opset']} | {r['load_ms']:.0f} | {r['ours_1']:.1f} | {r['ort_1']:.1f} "
+            f"| {r['ours_16']:.1f} | {r['ort_16']:.1f} |"
+        )
     return 0
+
+
+def _exported(module, shape: tuple, opset: int):
+    import onnx
+    import whole_models
+
+    try:
+        return onnx.load_from_string(whole_models.export(module, shape, opset))
+    except Exception as e:
+        return e
+
+
+def _jobs(args):
+    """``(name, ModelProto or the export's exception)`` for every requested model."""
+    opsets = [int(o) for o in args.opsets.split(",")]
+    names = [n for n in args.models.split(",") if n]
+    if names or args.torchvision:
+        import whole_models
+
+        small = whole_models.small_models()
+        for opset in opsets:
+            for n in names:
+                yield n, _exported(small[n][0](), small[n][1], opset)
+            for n in [*whole_models.TORCHVISION, *whole_models.TORCHVISION_DENSE] if args.torchvision else []:
+                yield n, _exported(*whole_models.torchvision_model(n), opset)
+    if args.stored:
+        import stored_graphs
+
+        for n in stored_graphs.names():
+            yield n, stored_graphs.load(n)
 
 
 if __name__ == "__main__":

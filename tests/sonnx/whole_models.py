@@ -8,6 +8,8 @@ imports. Everything here needs torch; callers skip when it does not import."""
 from __future__ import annotations
 
 import io
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -105,7 +107,7 @@ def small_models() -> dict:
     }
 
 
-#: torchvision models (constructor name, input side), when torchvision imports
+#: torchvision classification models (constructor name, input side), when torchvision imports
 TORCHVISION = {
     "resnet18": ("resnet18", 64),
     "mobilenet_v2": ("mobilenet_v2", 64),
@@ -121,17 +123,65 @@ TORCHVISION = {
     "swin_t": ("swin_t", 224),
     "maxvit_t": ("maxvit_t", 224),
 }
+#: torchvision segmentation models (their "out" map) and a detection backbone (its FPN maps)
+TORCHVISION_DENSE = {
+    "fcn_resnet50": ("segmentation", "fcn_resnet50", 64),
+    "deeplabv3_mobilenet_v3_large": ("segmentation", "deeplabv3_mobilenet_v3_large", 64),
+    "fasterrcnn_resnet50_fpn_backbone": ("detection", "fasterrcnn_resnet50_fpn", 64),
+}
+
+
+def _dense_model(kind: str, ctor: str):
+    torch = _torch()
+    import torchvision
+
+    if kind == "segmentation":
+        net = getattr(torchvision.models.segmentation, ctor)(weights=None, weights_backbone=None)
+
+        class SegmentationOut(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = net
+
+            def forward(self, x):
+                return self.net(x)["out"]
+
+        return SegmentationOut()
+    backbone = getattr(torchvision.models.detection, ctor)(weights=None, weights_backbone=None).backbone
+
+    class FeatureMaps(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+
+        def forward(self, x):
+            return tuple(self.backbone(x).values())
+
+    return FeatureMaps()
 
 
 def torchvision_model(name: str):
-    """A torchvision classification model with random weights (eval mode)."""
+    """A torchvision model with random weights (eval mode) and its input shape: a
+    classifier of ``TORCHVISION``, or a segmentation model or detection backbone of
+    ``TORCHVISION_DENSE``."""
     import torchvision
 
+    if name in TORCHVISION_DENSE:
+        kind, ctor, side = TORCHVISION_DENSE[name]
+        return _dense_model(kind, ctor).eval(), (3, side, side)
     ctor, side = TORCHVISION[name]
     kwargs = {"weights": None}
     if name == "googlenet":
         kwargs.update(aux_logits=False, init_weights=True)
     return getattr(torchvision.models, ctor)(**kwargs).eval(), (3, side, side)
+
+
+def _randomize_zeros(module) -> None:
+    """Give zero-initialised weights (ViT's head, ...) small random values, so that the
+    output depends on the whole network."""
+    for p in module.parameters():
+        if p.dim() > 1 and not bool(p.any()):
+            p.normal_(0.0, 0.02)
 
 
 def export(module, shape: tuple, opset: int, batch: int = 2) -> bytes:
@@ -141,12 +191,17 @@ def export(module, shape: tuple, opset: int, batch: int = 2) -> bytes:
     torch.manual_seed(0)
     module.eval()
     with torch.no_grad():
+        _randomize_zeros(module)
         for m in module.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
     buf = io.BytesIO()
     x = torch.randn(batch, *shape)
+    with torch.no_grad():
+        y = module(x)
+    n_out = len(y) if isinstance(y, tuple) else 1
+    names = ["y"] + [f"y{i}" for i in range(1, n_out)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -155,8 +210,8 @@ def export(module, shape: tuple, opset: int, batch: int = 2) -> bytes:
             buf,
             opset_version=opset,
             input_names=["x"],
-            output_names=["y"],
-            dynamic_axes={"x": {0: "n"}, "y": {0: "n"}},
+            output_names=names,
+            dynamic_axes={"x": {0: "n"}, **{y: {0: "n"} for y in names}},
             dynamo=False,
         )
     return buf.getvalue()
@@ -165,3 +220,28 @@ def export(module, shape: tuple, opset: int, batch: int = 2) -> bytes:
 def batch(shape: tuple, n: int, seed: int = 0) -> np.ndarray:
     """A reproducible float32 input batch."""
     return np.random.default_rng(seed).standard_normal((n, *shape)).astype(np.float32)
+
+
+def store(directory: str, opset: int = 17) -> None:
+    """Export every torchvision model here and write its stripped graph (``stored_graphs``)
+    to ``directory/<name>.onnx.gz``."""
+    import onnx
+    import stored_graphs
+
+    os.makedirs(directory, exist_ok=True)
+    for name in [*TORCHVISION, *TORCHVISION_DENSE]:
+        module, shape = torchvision_model(name)
+        proto = onnx.load_from_string(export(module, shape, opset, batch=1))
+        stored_graphs.save(proto, os.path.join(directory, f"{name}.onnx.gz"))
+        print(name, os.path.getsize(os.path.join(directory, f"{name}.onnx.gz")))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="write the stripped torchvision graphs")
+    parser.add_argument("--store", required=True, help="directory for <name>.onnx.gz")
+    parser.add_argument("--opset", type=int, default=17)
+    args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    store(args.store, args.opset)
