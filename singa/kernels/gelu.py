@@ -1,4 +1,5 @@
-"""Compiled CPU kernels of the exact GELU, ``y = x * Phi(x)``, and its gradient.
+"""Compiled CPU kernels of the exact GELU, ``y = x * Phi(x)``, and its gradient, and of
+erf itself (ONNX's ``Erf``: exported GELUs are ``0.5 x (1 + erf(x / sqrt 2))``).
 
 ``Phi(x) = erfc(-x / sqrt 2) / 2`` (libm's erfc, through numba) is accurate in the lower
 tail, where ``(1 + erf(x / sqrt 2)) / 2`` cancels; each element is computed in float64
@@ -13,7 +14,7 @@ import math
 
 from singa.kernels.jit import kernel
 
-__all__ = ["gelu_exact", "gelu_exact_grad"]
+__all__ = ["gelu_exact", "gelu_exact_grad", "erf_values"]
 
 # The forward writes Phi(x) too (into ``cdf``, an input array it fills), so that the
 # backward needs one exp per element and no second erfc: erfc is most of the cost.
@@ -38,3 +39,10 @@ def gelu_exact_grad(dy, x, cdf, dx):  # pragma: no cover (compiled)
     for i in range(x.shape[0]):
         v = float(x[i])
         dx[i] = dy[i] * (float(cdf[i]) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v))
+
+
+@kernel
+def erf_values(x, y):  # pragma: no cover (compiled)
+    """y[i] = erf(x[i]) (libm's, in float64, rounded once)."""
+    for i in range(x.shape[0]):
+        y[i] = math.erf(float(x[i]))

@@ -70,7 +70,12 @@ def _product_into(a: Any, b: Any, out: Any) -> None:
 def matmul(a: Any, b: Any, out: Any = None) -> Any:
     """``a @ b`` (into ``out`` when given): a large 2-D numpy product in row blocks
     (column blocks when the result is wider than tall) on the workers; any other
-    product through :func:`blas_threads.matmul`."""
+    product through :func:`blas_threads.matmul`. A stack of matrices times one matrix
+    is one product of the stacked rows: numpy's stacked matmul loops over the leading
+    axes, and runs without BLAS when ``a`` is a transposed view."""
+    if a.ndim > 2 and b.ndim == 2 and out is None and type(a) is np.ndarray:
+        rows = matmul(a.reshape(-1, a.shape[-1]), b)
+        return rows.reshape(*a.shape[:-1], b.shape[-1])
     if not _splittable(a, b, out):
         return blas_threads.matmul(a, b, out=out)
     (m, k), n = a.shape, b.shape[1]

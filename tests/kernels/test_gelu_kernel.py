@@ -2,10 +2,12 @@
 (x * Phi(x) with the vectorised erf of singa.autograd.activation) and PyTorch's float64
 GELU where installed, through the lower tail; its gradient passes the float64 check."""
 
+import math
+
 import numpy as np
 import pytest
 
-from singa import autograd
+from singa import autograd, tensor
 from singa.autograd import activation
 from singa.autograd.gradcheck import gradcheck
 from singa.tensor import Tensor
@@ -61,3 +63,22 @@ def test_kernel_on_views_and_scalars():
     )
     gradcheck(autograd.gelu, [np.asarray(0.7)])
     gradcheck(lambda a: autograd.gelu(autograd.transpose(a, (1, 0))), [x])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_kernel_against_libm_and_the_array_expression(dtype):
+    """Erf's compiled kernel: libm's erf in float64, rounded once (within an ulp of
+    Python's math.erf) and equal to the rational array expression to 1e-15."""
+    from singa.autograd.activation import erf as erf_expression
+    from singa.kernels.gelu import erf_values
+
+    x = np.linspace(-7, 7, 2001).astype(dtype)
+    y = np.empty_like(x)
+    erf_values(x, y)
+    want = np.array([math.erf(float(v)) for v in x]).astype(dtype)
+    np.testing.assert_array_max_ulp(y, want, maxulp=1)
+    np.testing.assert_allclose(
+        y, erf_expression(x.astype(np.float64)), rtol=0, atol=1e-15 if dtype == np.float64 else 1e-7
+    )
+    got = autograd.erf(tensor.from_numpy(x)).to_numpy()
+    np.testing.assert_array_equal(got, y)

@@ -120,3 +120,15 @@ def test_blas_fallback_is_used_below_the_threshold(monkeypatch):
     a = np.ones((4, 4), np.float32)
     products.matmul(a, a)
     assert calls == [1]
+
+
+def test_a_stack_times_a_matrix_is_one_product_of_the_rows(small_split, monkeypatch):
+    """(..., m, k) @ (k, n), also with ``a`` a transposed view (numpy's stacked matmul
+    would loop without BLAS): one split product of the stacked rows."""
+    seen = _count_pieces(monkeypatch)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 8, 5, 6)).astype(np.float32).transpose(0, 2, 3, 1)
+    b = rng.standard_normal((8, 4)).astype(np.float32)
+    got = products.matmul(a, b)
+    assert got.shape == (3, 5, 6, 4) and seen and seen[0] >= 2
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
