@@ -120,6 +120,15 @@ class CallbackList(Callback):
         for cb in self.callbacks:
             cb.on_epoch_end(epoch, logs)
 
+    def implements_train_batch_hooks(self) -> bool:
+        """Whether any callback overrides a training-batch hook (Keras's check): without
+        one, fit neither calls them nor builds the per-batch logs."""
+        return any(
+            type(cb).on_train_batch_begin is not Callback.on_train_batch_begin
+            or type(cb).on_train_batch_end is not Callback.on_train_batch_end
+            for cb in self.callbacks
+        )
+
     def on_train_batch_begin(self, step: int, logs: dict | None = None) -> None:
         """See :meth:`Callback.on_train_batch_begin`."""
         for cb in self.callbacks:

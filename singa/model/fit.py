@@ -223,7 +223,7 @@ class FitLoop:
             model.optimizer = opt
         return out, _loss_value(loss)
 
-    def _update_metrics(self, out: Any, yb: Any, loss: float, n: int) -> dict:
+    def _update_metrics(self, out: Any, yb: Any, loss: float, n: int) -> None:
         if self.train_metrics is None:
             self.train_metrics = _metric_list(self.metric_names, yb) if out is not None else []
             self._restore_sums()
@@ -232,7 +232,9 @@ class FitLoop:
             o, y = peek(out), yb
             for m in self.train_metrics:
                 m.update(o, y)
-        return {"loss": self.loss_metric.result(), **{m.name: m.result() for m in self.train_metrics}}
+
+    def _running_logs(self) -> dict:
+        return {"loss": self.loss_metric.result(), **{m.name: m.result() for m in self.train_metrics or []}}
 
     def _restore_sums(self) -> None:
         sums, self.initial_sums = self.initial_sums, None
@@ -250,16 +252,19 @@ class FitLoop:
         seen = 0
         limit = None if self.limit is None else self.limit
         last = None if self.steps is None else self.steps - 1
+        hooks = self.callbacks.implements_train_batch_hooks()
         for i, batch in enumerate(epoch_batches(self.data, epoch, skip, limit), start=skip):
             xb, yb = split_batch(batch)
             yb = None if yb is None else host(yb)
-            self.callbacks.on_train_batch_begin(i)
+            if hooks:
+                self.callbacks.on_train_batch_begin(i)
             out, loss = self.train_batch(xb, yb, last_of_epoch=i == last)
             n = len(yb) if yb is not None else len(xb[0] if isinstance(xb, tuple | list) else xb)
             seen += n
             self.step += 1
-            logs = self._update_metrics(out, yb, loss, n)
-            self.callbacks.on_train_batch_end(i, {**logs, "batch_loss": loss, "size": n})
+            self._update_metrics(out, yb, loss, n)
+            if hooks:
+                self.callbacks.on_train_batch_end(i, {**self._running_logs(), "batch_loss": loss, "size": n})
             if self.model.stop_training:
                 break
         return seen

@@ -100,6 +100,38 @@ def test_epoch_loss_is_the_sample_weighted_mean_not_a_mean_of_batch_means():
     assert abs(h.history["loss"][0] - losses.mean()) > 1e-9
 
 
+def test_batch_logs_are_built_only_for_callbacks_with_batch_hooks(monkeypatch):
+    """Keras's check: without a callback overriding a batch hook, fit calls no batch
+    hook and builds no per-batch logs; the epoch logs are the same either way."""
+    from singa.model import fit as fit_module
+
+    built = []
+    real = fit_module.FitLoop._running_logs
+    monkeypatch.setattr(fit_module.FitLoop, "_running_logs", lambda self: built.append(1) or real(self))
+    x, y = classification(40)
+
+    class EpochOnly(callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.logs = dict(logs)
+
+    class Batches(EpochOnly):
+        def on_train_batch_begin(self, step, logs=None):
+            built.append(0)
+
+    quiet, hooked = EpochOnly(), Batches()
+    assert not callbacks.CallbackList([quiet, callbacks.History()]).implements_train_batch_hooks()
+    assert callbacks.CallbackList([quiet, hooked]).implements_train_batch_hooks()
+    made().fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[quiet])
+    assert built == []
+    made().fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[hooked])
+    assert built == [0, 1] * 6
+    timing = {"samples_per_s"}
+    assert quiet.logs.keys() == hooked.logs.keys()
+    assert {k: v for k, v in quiet.logs.items() if k not in timing} == {
+        k: v for k, v in hooked.logs.items() if k not in timing
+    }
+
+
 def test_history_and_validation_split_uses_the_last_samples():
     x, y = classification(100)
     m = made()
