@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
 from singa.kernels import conv_slices, workers
-from singa.sonnx import checks, narrow, opsets, registry, subgraph
+from singa.sonnx import checks, narrow, opsets, registry, subgraph, values
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
@@ -102,11 +101,9 @@ class OnnxGraph:
             first = f"ONNX import (opset {self.opset}): unsupported operator(s), first to last: "
             raise UnsupportedOperator(first + ", ".join(problems))
         for v in list(g.input) + list(g.output):
-            if not v.type.HasField("tensor_type"):
-                kind = v.type.WhichOneof("value")
-                raise UnsupportedOperator(
-                    f"ONNX import: value {v.name!r} has type {kind} (only tensors are supported)"
-                )
+            values.value_kind(v.type, f"value {v.name!r}")
+        #: the declared type of each graph input (tensor, sequence or optional), by name
+        self.input_types = {v.name: v.type for v in g.input}
         self.handlers = [table[nd.op_type] for nd in g.node]
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
@@ -234,6 +231,8 @@ class OnnxGraph:
             if n not in env:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
+        if not values.takes_any(fn):
+            values.check_tensors(ctx.op_type, ctx.name, ctx.node.input, xs)
         try:
             ys = narrow.in_float32(ctx, fn, xs) if narrow.bfloat16_arithmetic(ctx, xs) else fn(ctx, xs)
         except (TypeError, ValueError) as e:
@@ -243,7 +242,7 @@ class OnnxGraph:
             if kinds:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
                 raise ctx.unsupported(f"element type {', '.join(kinds)} is not supported ({e})") from e
             raise
-        if isinstance(ys, Tensor):
+        if ys is None or isinstance(ys, Tensor | values.TensorSequence):  # one output
             ys = (ys,)
         for n, y in zip(ctx.node.output, ys):
             if n:
@@ -273,14 +272,10 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
         items = list(zip(names, inputs))
     feeds = {}
     as_tensors = False
-    xp = device.xp
     for name, v in items:
-        if isinstance(v, Tensor):
-            as_tensors = True
-            feeds[name] = v if v.device is device else Tensor.wrap(xp.asarray(v.to_numpy()), device)
-        else:
-            arr = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
-            feeds[name] = Tensor.wrap(arr if xp is np else xp.asarray(arr), device)
+        first = v[0] if isinstance(v, list | tuple) and v else v
+        as_tensors = as_tensors or isinstance(first, Tensor)
+        feeds[name] = values.feed(v, graph.input_types.get(name), device, name)
     return feeds, as_tensors
 
 
@@ -350,9 +345,7 @@ class SingaRep(BackendRep):
                     outs = self.graph.run(
                         feeds, self.params, training=False, extra=tuple(aux_output), stop=stop
                     )
-        if as_tensors:
-            return outs
-        return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]
+        return [values.to_user(o, as_tensors) for o in outs]
 
 
 def prepare(
@@ -372,6 +365,16 @@ def prepare(
     """
     proto, source = checks.load(model)
     return SingaRep(proto, _get_device(device), source, use_graph, fold_batchnorm)
+
+
+def _type_of(value: Any) -> onnx.TypeProto | None:
+    """The value type of a ``run_node`` input: a sequence for a list of arrays or a
+    ``SequenceProto``, else a tensor (None)."""
+    if isinstance(value, onnx.SequenceProto) or (
+        isinstance(value, list | tuple) and value and all(isinstance(v, np.ndarray | Tensor) for v in value)
+    ):
+        return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(0, None))
+    return None
 
 
 class SingaBackend(Backend):
@@ -403,11 +406,11 @@ class SingaBackend(Backend):
         if node.op_type not in table:
             raise UnsupportedOperator(f"ONNX import: unsupported operator {node.op_type}")
         ctx = NodeContext(node, opset, dev, False)
-        xs = [None if a is None else Tensor.wrap(dev.xp.asarray(a), dev) for a in inputs]
+        xs = [None if a is None else values.feed(a, _type_of(a), dev) for a in inputs]
         with autograd.no_grad():
             ys = table[node.op_type](ctx, xs)
-        ys = (ys,) if isinstance(ys, Tensor) else ys
-        return [y.to_numpy() for y in ys]
+        ys = (ys,) if ys is None or isinstance(ys, Tensor | values.TensorSequence) else ys
+        return [values.to_user(y, False) for y in ys]
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

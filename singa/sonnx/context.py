@@ -307,6 +307,14 @@ def builds(*ops: type) -> Callable:
     return mark
 
 
+def runs_subgraphs(fn: Callable) -> Callable:
+    """Mark an import handler that runs its node's subgraphs (If, Loop, Scan,
+    SequenceMap): the operators it builds are those of the bodies' handlers, which
+    declare them."""
+    fn.runs_subgraphs = True
+    return fn
+
+
 def keep_dtype(y: Tensor, dtype: Any) -> Tensor:
     """``y`` cast back to ``dtype`` when an operator promoted it."""
     return autograd.cast(y, dtype) if y.dtype != np.dtype(dtype) else y

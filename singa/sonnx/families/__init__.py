@@ -57,6 +57,7 @@ from singa.sonnx.families import (
     resize,
     rotary,
     rounding,
+    sequence,
     shaping,
     signal,
     sorting,

@@ -19,6 +19,7 @@ from singa.sonnx.context import (
     onnx_dtype,
     unary_handler,
 )
+from singa.sonnx.values import takes_any_value
 from singa.tensor import Tensor
 
 # ----- export --------------------------------------------------------------------------------
@@ -177,6 +178,17 @@ def handle_mod(ctx: NodeContext, xs: list) -> Tensor:
 
 
 # ----- tables --------------------------------------------------------------------------------
+_identity = unary_handler(ew.identity, ew.Identity)
+
+
+@takes_any_value
+@builds(ew.Identity)
+def handle_identity(ctx: NodeContext, xs: list) -> Any:
+    """Identity: a tensor through the Identity operator; a sequence or an optional
+    (None when empty) as it is."""
+    return _identity(ctx, xs) if isinstance(xs[0], Tensor) else xs[0]
+
+
 EXPORT = {
     ew.Add: _binary_converter("Add"),
     ew.Sub: _binary_converter("Sub"),
@@ -212,7 +224,7 @@ IMPORT = {
     "Sign": unary_handler(ew.sign, ew.Sign),
     "Erf": unary_handler(ew.erf, ew.Erf),
     "Reciprocal": unary_handler(ew.reciprocal, ew.Reciprocal),
-    "Identity": unary_handler(ew.identity, ew.Identity),
+    "Identity": handle_identity,
     "Clip": handle_clip,
     "Cast": handle_cast,
     "CastLike": handle_cast_like,
