@@ -7,12 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from singa.sonnx.families import FAMILIES, control, detection, dropout, quantize, sequence, signal, sorting
+from singa.sonnx.families import (
+    FAMILIES,
+    control,
+    detection,
+    dropout,
+    image,
+    quantize,
+    sequence,
+    signal,
+    sorting,
+)
 
 #: families with handlers that compute their values when the node runs (inference-only
-#: operators: integer, index, random or data-dependent outputs without a gradient; the
+#: operators: integer, index, random, decoded or data-dependent outputs without a gradient; the
 #: sequence and optional operators, which pass tensors through), besides shaping
-COMPUTING = (sorting, quantize, control, signal, detection, dropout, sequence)
+COMPUTING = (sorting, quantize, control, signal, detection, dropout, sequence, image)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

@@ -3,9 +3,12 @@ the test says so, imported back with ``sonnx.prepare`` and run against our outpu
 
 from __future__ import annotations
 
-from sonnx_helpers import check_export, param, rand
+import numpy as np
+import pytest
+from sonnx_helpers import check_export, handler_fn, param, rand, run_node_model
 
 from singa import autograd
+from singa.autograd.gradcheck import gradcheck
 
 
 def test_conv_functional_asymmetric_padding_groups_dilation():
@@ -15,3 +18,46 @@ def test_conv_functional_asymmetric_padding_groups_dilation():
 
 def img(c):
     return lambda n: [rand((n, c, 5, 6))]
+
+
+# ----- CausalConvWithState (import, opset 27) ---------------------------------------------------
+
+
+def _causal_conv_numpy(x, w, b, past, silu):
+    """The causal depthwise convolution written out: y[:, c, t] = sum_j w[c, 0, j] *
+    padded[:, c, t + j] (+ b[c]), padded = past then x along time."""
+    k = w.shape[2]
+    padded = np.concatenate([past, x], axis=2)
+    y = np.stack(
+        [sum(w[:, 0, j][None, :] * padded[:, :, t + j] for j in range(k)) for t in range(x.shape[2])], 2
+    )
+    if b is not None:
+        y = y + b[None, :, None]
+    if silu:
+        y = y / (1 + np.exp(-y))
+    return y, padded[:, :, padded.shape[2] - (k - 1) :]
+
+
+@pytest.mark.parametrize(
+    "k, with_bias, with_past, act",
+    [(3, True, True, "silu"), (4, False, False, "none"), (1, True, False, "swish")],
+)
+def test_causal_conv_with_state_matches_numpy_and_gradients(k, with_bias, with_past, act):
+    rng = np.random.default_rng(k)
+    x, w = rng.standard_normal((2, 3, 5)), rng.standard_normal((3, 1, k))
+    b = rng.standard_normal(3) if with_bias else None
+    past = rng.standard_normal((2, 3, k - 1)) if with_past else np.zeros((2, 3, k - 1))
+    inputs = {"x": x, "w": w} | ({"b": b} if with_bias else {}) | ({"p": past} if with_past else {})
+    y, state = run_node_model("CausalConvWithState", inputs, n_out=2, opset=27, activation=act)
+    want_y, want_state = _causal_conv_numpy(x, w, b, past, act != "none")
+    np.testing.assert_allclose(y, want_y, rtol=1e-12)
+    np.testing.assert_array_equal(state, want_state)
+    assert state.shape == (2, 3, k - 1)
+    fn = handler_fn("CausalConvWithState", opset=27, n_inputs=len(inputs), activation=act)
+    gradcheck(fn, list(inputs.values()))
+
+
+def test_causal_conv_with_state_refuses_a_full_kernel():
+    x, w = np.zeros((1, 2, 4)), np.zeros((2, 2, 3))
+    with pytest.raises(ValueError, match=r"CausalConvWithState node .*weight \(channels, 1, k\)"):
+        run_node_model("CausalConvWithState", {"x": x, "w": w}, n_out=2, opset=27)

@@ -40,6 +40,7 @@ from singa.sonnx.families import (
     dropout,
     elementwise,
     gated,
+    image,
     indexing,
     indexing_nd,
     linalg,
