@@ -238,6 +238,7 @@ class OnnxGraph:
         except (TypeError, ValueError) as e:
             kinds = sorted(
                 {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
+                - {"object"}  # strings: the string operators' own errors stand
             )
             if kinds:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
                 raise ctx.unsupported(f"element type {', '.join(kinds)} is not supported ({e})") from e

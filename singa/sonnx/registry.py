@@ -17,12 +17,13 @@ from singa.sonnx.families import (
     sequence,
     signal,
     sorting,
+    text,
 )
 
 #: families with handlers that compute their values when the node runs (inference-only
-#: operators: integer, index, random, decoded or data-dependent outputs without a gradient; the
-#: sequence and optional operators, which pass tensors through), besides shaping
-COMPUTING = (sorting, quantize, control, signal, detection, dropout, sequence, image)
+#: operators: integer, index, random, decoded, string or data-dependent outputs without a
+#: gradient; the sequence and optional operators, which pass tensors through), besides shaping
+COMPUTING = (sorting, quantize, control, signal, detection, dropout, sequence, image, text)
 
 
 def _merge(tables: list[dict], what: str) -> dict:

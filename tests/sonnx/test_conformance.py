@@ -109,6 +109,8 @@ def _check(case, want, g) -> None:
     assert g.shape == want.shape, f"shape {g.shape}, expected {want.shape}"
     if re.search(_RANDOM, case.name):
         assert np.isin(g, [0, 1]).all(), "Bernoulli values other than 0 and 1"
+    elif want.dtype == object:  # strings
+        np.testing.assert_array_equal(g, want)
     else:
         np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)
 
@@ -177,7 +179,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1810
+PASS_FLOOR = 1837
 
 
 def _tally() -> dict:
@@ -231,7 +233,7 @@ def test_expected_skips_fail_loudly(name):
 def test_unsupported_operator_is_named():
     from onnx import helper
 
-    node = helper.make_node("StringNormalizer", ["x"], ["y"], name="det_node")
+    node = helper.make_node("FancyNewOp", ["x"], ["y"], name="det_node")
     g = helper.make_graph(
         [node],
         "g",
@@ -239,7 +241,5 @@ def test_unsupported_operator_is_named():
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [])],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(
-        backend.UnsupportedOperator, match=r"\(opset 17\).*: StringNormalizer \(node 'det_node'\)"
-    ):
+    with pytest.raises(backend.UnsupportedOperator, match=r"\(opset 17\).*: FancyNewOp \(node 'det_node'\)"):
         backend.prepare(m)

@@ -62,6 +62,7 @@ from singa.sonnx.families import (
     shaping,
     signal,
     sorting,
+    text,
     trigonometric,
     variadic,
 )
