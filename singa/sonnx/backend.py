@@ -39,14 +39,28 @@ opset_of = opsets.opset_of
 Handler = Callable[[NodeContext, list], Any]
 
 
-def handlers() -> dict[str, Handler]:
-    """The import table ``{op_type: handler}`` of every supported ONNX operator."""
-    return dict(registry.IMPORT)
+#: the names of ONNX's default domain
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def supported_ops() -> list[str]:
-    """The ONNX operator types (default domain) the importer supports."""
-    return sorted(handlers())
+def handlers(domain: str = "") -> dict[str, Handler]:
+    """The import table ``{op_type: handler}`` of the supported ONNX operators of
+    ``domain`` (the default domain, else ``ai.onnx.ml``, ``ai.onnx.preview``,
+    ``ai.onnx.preview.training``; empty for other domains)."""
+    if domain in DEFAULT_DOMAINS:
+        return dict(registry.IMPORT)
+    return dict(registry.DOMAIN_IMPORT.get(domain, {}))
+
+
+def supported_ops(domain: str = "") -> list[str]:
+    """The ONNX operator types of ``domain`` (the default domain unless given) the
+    importer supports."""
+    return sorted(handlers(domain))
+
+
+def supported_domains() -> list[str]:
+    """The operator domains besides the default one that the importer reads."""
+    return sorted(registry.DOMAIN_IMPORT)
 
 
 def _load(model: Any) -> onnx.ModelProto:
@@ -88,13 +102,11 @@ class OnnxGraph:
         self.device = device
         self.opset = opset_of(model)
         g = model.graph
-        table = handlers()
         problems = []
         for i, nd in enumerate(g.node):
-            if nd.domain not in ("", "ai.onnx"):
-                problems.append(f"{nd.domain}.{nd.op_type} (node {nd.name or i!r})")
-            elif nd.op_type not in table:
-                problems.append(f"{nd.op_type} (node {nd.name or nd.output[0]!r})")
+            if nd.op_type not in handlers(nd.domain):
+                kind = nd.op_type if nd.domain in DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
+                problems.append(f"{kind} (node {nd.name or (nd.output[0] if nd.output else i)!r})")
         if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
             self.subgraphs = [self._subgraphs(nd, source) for nd in g.node]
         if problems:
@@ -104,7 +116,7 @@ class OnnxGraph:
             values.value_kind(v.type, f"value {v.name!r}")
         #: the declared type of each graph input (tensor, sequence or optional), by name
         self.input_types = {v.name: v.type for v in g.input}
-        self.handlers = [table[nd.op_type] for nd in g.node]
+        self.handlers = [handlers(nd.domain)[nd.op_type] for nd in g.node]
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
         self.initializers = checks.initializer_arrays(g, source)
@@ -403,9 +415,11 @@ class SingaBackend(Backend):
         """Run a single node on numpy inputs."""
         dev = _get_device(device)
         opset = int(kw.get("opset_version", onnx.defs.onnx_opset_version()))
-        table = handlers()
+        table = handlers(node.domain)
         if node.op_type not in table:
-            raise UnsupportedOperator(f"ONNX import: unsupported operator {node.op_type}")
+            raise UnsupportedOperator(
+                f"ONNX import: unsupported operator {node.domain or 'ai.onnx'}.{node.op_type}"
+            )
         ctx = NodeContext(node, opset, dev, False)
         xs = [None if a is None else values.feed(a, _type_of(a), dev) for a in inputs]
         with autograd.no_grad():

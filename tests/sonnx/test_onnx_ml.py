@@ -1,0 +1,67 @@
+"""The ``ai.onnx.ml`` domain (Binarizer, ArrayFeatureExtractor, LabelEncoder): values
+against numpy and a dict lookup; models naming that domain prepare; errors named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from singa import sonnx
+
+
+def _ml_model(op, inputs, out_type, **attrs):
+    vis = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for n, a in inputs.items()
+    ]
+    node = helper.make_node(op, list(inputs), ["y"], domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("y", out_type, None)])
+    return helper.make_model(
+        g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 4), helper.make_opsetid("", 21)]
+    )
+
+
+def _run(op, inputs, out_type=TensorProto.FLOAT, **attrs):
+    return sonnx.prepare(_ml_model(op, inputs, out_type, **attrs)).run(list(inputs.values()))[0]
+
+
+def test_binarizer_and_array_feature_extractor():
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(_run("Binarizer", {"x": x}, threshold=0.2), (x > 0.2).astype(np.float32))
+    idx = np.array([4, 0, 4], np.int64)
+    np.testing.assert_array_equal(_run("ArrayFeatureExtractor", {"x": x, "i": idx}), x[:, [4, 0, 4]])
+    row = _run("ArrayFeatureExtractor", {"x": x[0], "i": idx})
+    assert row.shape == (1, 3)  # a 1-D input gives one row, as onnxruntime does
+    with pytest.raises(ValueError, match=r"ArrayFeatureExtractor node .*out of range for a last axis of 5"):
+        _run("ArrayFeatureExtractor", {"x": x, "i": np.array([5], np.int64)})
+
+
+def test_label_encoder_maps_keys_with_a_default():
+    x = np.array(["a", "b", "zz", "a"], dtype=object)
+    got = _run("LabelEncoder", {"x": x}, TensorProto.INT64, keys_strings=["a", "b"], values_int64s=[7, 8])
+    np.testing.assert_array_equal(got, [7, 8, -1, 7])  # -1: the default_int64 default
+    keys = numpy_helper.from_array(np.array([1, 2], np.int64), "k")
+    values = numpy_helper.from_array(np.array(["one", "two"], dtype=object), "v")
+    got = _run(
+        "LabelEncoder",
+        {"x": np.array([[2, 3]], np.int64)},
+        TensorProto.STRING,
+        keys_tensor=keys,
+        values_tensor=values,
+        default_tensor=numpy_helper.from_array(np.array(["?"], dtype=object), "d"),
+    )
+    np.testing.assert_array_equal(got, np.array([["two", "?"]], dtype=object))
+
+
+def test_an_operator_of_an_unknown_domain_is_named():
+    node = helper.make_node("Binarizer", ["x"], ["y"], domain="com.example", name="b1")
+    vi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    g = helper.make_graph([node], "g", [vi], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("com.example", 1), helper.make_opsetid("", 21)]
+    )
+    with pytest.raises(sonnx.UnsupportedOperator, match=r"com\.example\.Binarizer \(node 'b1'\)"):
+        sonnx.prepare(m)
+    assert "ai.onnx.ml" in sonnx.backend.supported_domains()
+    assert "Binarizer" in sonnx.supported_ops("ai.onnx.ml") and "Binarizer" not in sonnx.supported_ops()
