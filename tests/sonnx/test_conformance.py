@@ -179,7 +179,7 @@ def test_node_cases(op):
 
 
 # the number of node cases that pass: raise it as coverage grows, never lower it
-PASS_FLOOR = 1861
+PASS_FLOOR = 1867
 
 
 def _tally() -> dict:

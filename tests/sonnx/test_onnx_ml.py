@@ -65,3 +65,37 @@ def test_an_operator_of_an_unknown_domain_is_named():
         sonnx.prepare(m)
     assert "ai.onnx.ml" in sonnx.backend.supported_domains()
     assert "Binarizer" in sonnx.supported_ops("ai.onnx.ml") and "Binarizer" not in sonnx.supported_ops()
+
+
+def _tree_model(aggregate):
+    """Tree 0: x0 <= 1 ? leaf0 (target 0, 10) : (x1 in {2, 3} ? leaf1 (t1, 20) : leaf2 (t0, 30));
+    tree 1: one leaf, leaf3 (target 1, 5)."""
+    t = lambda a, dt: numpy_helper.from_array(np.array(a, dt), "t")  # noqa: E731
+    attrs = dict(
+        nodes_featureids=[0, 1, 0],
+        nodes_splits=t([1.0, 0.0, 0.0], np.float32),
+        nodes_modes=t([0, 6, 0], np.uint8),
+        nodes_truenodeids=[0, 1, 3],
+        nodes_falsenodeids=[1, 2, 3],
+        nodes_trueleafs=[1, 1, 1],
+        nodes_falseleafs=[0, 1, 1],
+        membership_values=t([2.0, 3.0, np.nan], np.float32),
+        leaf_targetids=[0, 1, 0, 1],
+        leaf_weights=t([10.0, 20.0, 30.0, 5.0], np.float32),
+        tree_roots=[0, 2],
+        n_targets=2,
+        aggregate_function=aggregate,
+    )
+    return attrs
+
+
+@pytest.mark.parametrize(
+    "aggregate, want", [(1, [[10, 5], [0, 25], [30, 5]]), (3, [[10, 5], [None, 20], [30, 5]])]
+)
+def test_tree_ensemble_walks_each_tree_to_a_leaf(aggregate, want):
+    x = np.array([[0.5, 9.0], [2.0, 3.0], [2.0, 4.0]], np.float32)
+    got = _run("TreeEnsemble", {"x": x}, **_tree_model(aggregate))
+    lowest = np.finfo(np.float32).min  # MAX of a target no leaf reaches
+    np.testing.assert_array_equal(
+        got, np.array([[lowest if v is None else v for v in r] for r in want], np.float32)
+    )

@@ -9,6 +9,7 @@ import numpy as np
 from singa import autograd
 from singa.autograd import activation, conv, elementwise
 from singa.autograd import shaping as sh
+from singa.sonnx import deform_conv
 from singa.sonnx.context import ExportContext, NodeContext, builds, spatial_pads
 from singa.tensor import Tensor
 
@@ -102,4 +103,5 @@ EXPORT = {
 IMPORT = {
     "CausalConvWithState": handle_causal_conv_with_state,
     "Conv": handle_conv,
+    "DeformConv": deform_conv.handle_deform_conv,
 }
