@@ -102,9 +102,10 @@ class OnnxGraph:
         self.device = device
         self.opset = opset_of(model)
         g = model.graph
+        tables = {d: handlers(d) for d in {nd.domain for nd in g.node}}
         problems = []
         for i, nd in enumerate(g.node):
-            if nd.op_type not in handlers(nd.domain):
+            if nd.op_type not in tables[nd.domain]:
                 kind = nd.op_type if nd.domain in DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
                 problems.append(f"{kind} (node {nd.name or (nd.output[0] if nd.output else i)!r})")
         if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
@@ -116,7 +117,7 @@ class OnnxGraph:
             values.value_kind(v.type, f"value {v.name!r}")
         #: the declared type of each graph input (tensor, sequence or optional), by name
         self.input_types = {v.name: v.type for v in g.input}
-        self.handlers = [handlers(nd.domain)[nd.op_type] for nd in g.node]
+        self.handlers = [tables[nd.domain][nd.op_type] for nd in g.node]
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
         self.initializers = checks.initializer_arrays(g, source)

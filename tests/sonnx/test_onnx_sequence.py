@@ -331,3 +331,16 @@ def test_tensors_given_return_tensors_in_sequences():
     (s,) = sonnx.prepare(model).run([tensor.from_numpy(np.arange(4, dtype=np.float32).reshape(2, 2))])
     assert isinstance(s, list) and all(isinstance(t, tensor.Tensor) for t in s)
     np.testing.assert_array_equal(s[1].to_numpy(), [2.0, 3.0])
+
+
+def test_run_node_takes_and_returns_sequences():
+    a, b = np.ones(2, np.float32), np.zeros(3, np.float32)
+    (n,) = sonnx.run_node(helper.make_node("SequenceLength", ["s"], ["n"]), [[a, b]])
+    assert n == 2
+    proto = numpy_helper.from_list([a, b], "s")  # ONNX's own SequenceProto is read too
+    (s,) = sonnx.run_node(helper.make_node("SequenceErase", ["s"], ["y"]), [proto])
+    _assert_same(s, [a])
+    (parts,) = sonnx.run_node(
+        helper.make_node("SplitToSequence", ["x"], ["y"], keepdims=0), [np.eye(2, dtype=np.float32)]
+    )
+    _assert_same(parts, [np.eye(2, dtype=np.float32)[0], np.eye(2, dtype=np.float32)[1]])
