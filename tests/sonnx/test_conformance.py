@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from sonnx_helpers import case_value
 
 from singa.sonnx import backend
 
@@ -62,18 +62,6 @@ def _expected_skip(name: str) -> str | None:
         if re.search(pat, name):
             return why
     return None
-
-
-def _value(v):
-    """A case's input or output as a run takes and returns it: an array, a list of
-    arrays (a sequence), None (an empty optional)."""
-    if isinstance(v, onnx.TensorProto):
-        return numpy_helper.to_array(v)
-    if isinstance(v, onnx.SequenceProto):
-        return numpy_helper.to_list(v)
-    if isinstance(v, onnx.OptionalProto):
-        return _value(numpy_helper.to_optional(v))
-    return v
 
 
 _RESULTS: dict = {}
@@ -118,10 +106,10 @@ def _check(case, want, g) -> None:
 def _run_case(case) -> None:
     rep = backend.prepare(case.model, "CPU")
     for inputs, outputs in case.data_sets:
-        got = rep.run([_value(v) for v in inputs])
+        got = rep.run([case_value(v) for v in inputs])
         assert len(got) == len(outputs)
         for want, g in zip(outputs, got):
-            _check(case, _value(want), g)
+            _check(case, case_value(want), g)
 
 
 def _names() -> list[str]:
