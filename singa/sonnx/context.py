@@ -307,6 +307,14 @@ def builds(*ops: type) -> Callable:
     return mark
 
 
+def inference_only(ctx: NodeContext, xs: Sequence[Any], what: str) -> None:
+    """UnsupportedOperator naming the node when, in training mode, a tensor that needs a
+    gradient flows into an operator computed without one (``what`` says which kind),
+    instead of silently cutting the gradient."""
+    if ctx.training and any(isinstance(x, Tensor) and x.requires_grad for x in xs):
+        raise ctx.unsupported(f"{what} are inference-only (no gradient): run the model in eval mode")
+
+
 def runs_subgraphs(fn: Callable) -> Callable:
     """Mark an import handler that runs its node's subgraphs (If, Loop, Scan,
     SequenceMap): the operators it builds are those of the bodies' handlers, which

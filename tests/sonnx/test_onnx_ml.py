@@ -99,3 +99,26 @@ def test_tree_ensemble_walks_each_tree_to_a_leaf(aggregate, want):
     np.testing.assert_array_equal(
         got, np.array([[lowest if v is None else v for v in r] for r in want], np.float32)
     )
+
+
+def _ml_handler(op, **attrs):
+    from singa.sonnx import registry
+    from singa.sonnx.context import NodeContext
+
+    node = helper.make_node(op, ["x", "i"][: 2 if op == "ArrayFeatureExtractor" else 1], ["y"], **attrs)
+    return lambda *ts: registry.DOMAIN_IMPORT["ai.onnx.ml"][op](
+        NodeContext(node, 21, ts[0].device, True), list(ts)
+    )
+
+
+def test_gradients_reach_array_feature_extractor_and_binarizer_refuses_one():
+    from sonnx_helpers import param
+
+    from singa import tensor
+    from singa.autograd.gradcheck import gradcheck
+
+    idx = tensor.from_numpy(np.array([2, 0, 2], np.int64))
+    afe = _ml_handler("ArrayFeatureExtractor")
+    gradcheck(lambda x: afe(x, idx), [np.random.default_rng(0).standard_normal((2, 4))])
+    with pytest.raises(sonnx.UnsupportedOperator, match=r"Binarizer node .*inference-only"):
+        _ml_handler("Binarizer", threshold=0.0)(param(np.ones(3, np.float32)))

@@ -71,3 +71,17 @@ def test_inputs_not_in_groups_are_named():
         sonnx.prepare(model).run(
             [np.float32(0.1), np.int64(0), np.zeros(2, np.float32), np.zeros(2, np.float32)]
         )
+
+
+def test_a_gradient_through_an_optimizer_step_is_refused():
+    from sonnx_helpers import param
+
+    from singa import tensor
+    from singa.sonnx import registry
+    from singa.sonnx.context import NodeContext
+
+    node = helper.make_node("Adagrad", ["r", "t", "x", "g", "h"], ["x2", "h2"], domain=DOMAIN)
+    x = param(np.ones(2, np.float32))
+    xs = [tensor.from_numpy(np.float32(0.1)), tensor.from_numpy(np.int64(0)), x, x, x]
+    with pytest.raises(sonnx.UnsupportedOperator, match=r"Adagrad node .*optimizer steps are inference-only"):
+        registry.DOMAIN_IMPORT[DOMAIN]["Adagrad"](NodeContext(node, 21, x.device, True), xs)

@@ -1,6 +1,7 @@
 """ONNX's ``ai.onnx.ml`` domain (classic machine learning): Binarizer,
-ArrayFeatureExtractor, LabelEncoder and TreeEnsemble, computed when the node runs (no gradient), as
-onnxruntime computes them.
+ArrayFeatureExtractor, LabelEncoder and TreeEnsemble, computed when the node runs (no gradient:
+in training mode a tensor that needs one raises UnsupportedOperator), as onnxruntime
+computes them; ArrayFeatureExtractor is a Gather, differentiable.
 
 Operators of another domain than the default are in ``DOMAIN_IMPORT`` (their op types
 may repeat default ones); ``IMPORT`` (the default domain) is empty.
@@ -13,7 +14,10 @@ from typing import Any
 import numpy as np
 from onnx import numpy_helper
 
-from singa.sonnx.context import NodeContext, builds
+from singa import autograd
+from singa.autograd import indexing as ix
+from singa.autograd import shaping as sh
+from singa.sonnx.context import NodeContext, builds, inference_only
 from singa.tensor import Tensor
 
 DOMAIN = "ai.onnx.ml"
@@ -22,23 +26,25 @@ DOMAIN = "ai.onnx.ml"
 @builds()
 def handle_binarizer(ctx: NodeContext, xs: list) -> Tensor:
     """Binarizer(threshold): 1 where x > threshold, else 0, in x's dtype."""
+    inference_only(ctx, xs, "ai.onnx.ml's Binarizer, LabelEncoder and TreeEnsemble")
     x = xs[0].to_numpy()
     return ctx.const((x > float(ctx.attr("threshold", 0.0))).astype(x.dtype))
 
 
-@builds()
+@builds(ix.Gather, sh.Reshape)
 def handle_array_feature_extractor(ctx: NodeContext, xs: list) -> Tensor:
     """ArrayFeatureExtractor(X, Y): the entries of X's last axis at the indices Y
-    (flattened); a 1-D X gives one row (onnxruntime's shape)."""
-    x, idx = xs[0].to_numpy(), np.asarray(ctx.static(xs[1])).reshape(-1).astype(np.int64)
+    (flattened); a 1-D X gives one row (onnxruntime's shape). A Gather, so gradients
+    reach X."""
+    x, idx = xs[0], np.asarray(ctx.static(xs[1])).reshape(-1).astype(np.int64)
     n = x.shape[-1]
     if idx.size and (idx.min() < -n or idx.max() >= n):
         raise ValueError(
             f"ONNX run: ArrayFeatureExtractor node {ctx.name!r}: indices {idx.tolist()} out of range "
             f"for a last axis of {n}"
         )
-    y = x[..., idx]
-    return ctx.const(y.reshape(1, -1) if x.ndim == 1 else y)
+    y = autograd.gather(x, x.ndim() - 1, ctx.const(idx))
+    return autograd.reshape(y, (1, len(idx))) if x.ndim() == 1 else y
 
 
 def _table(ctx: NodeContext, kind: str) -> Any:
@@ -153,6 +159,7 @@ def handle_tree_ensemble(ctx: NodeContext, xs: list) -> Tensor:
     how = _AGGREGATE.get(int(ctx.attr("aggregate_function", 1)))
     if how is None:
         raise ctx.unsupported(f"aggregate_function {int(ctx.attr('aggregate_function'))}")
+    inference_only(ctx, xs, "ai.onnx.ml's Binarizer, LabelEncoder and TreeEnsemble")
     x = np.asarray(ctx.static(xs[0]))
     trees = _Trees(ctx)
     weights = numpy_helper.to_array(ctx.attr("leaf_weights"))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from singa.sonnx.context import NodeContext, builds
+from singa.sonnx.context import NodeContext, builds, inference_only
 
 DOMAIN = "ai.onnx.preview.training"
 
@@ -33,6 +33,7 @@ def _groups(ctx: NodeContext, xs: list, per: int) -> tuple[float, int, list[list
 def _run(ctx: NodeContext, xs: list, per: int, step: Callable) -> list:
     """The new X... then each accumulator's new values, computed in float64 by ``step``
     and returned in the inputs' dtypes."""
+    inference_only(ctx, xs, "optimizer steps")
     r, t, groups = _groups(ctx, xs, per)
     updated = [step(r, t, *(a.astype(np.float64) for a in g)) for g in groups]
     sources = [0, *range(2, per)]  # X, then the accumulators (index 1 is G)
