@@ -272,7 +272,8 @@ class NodeContext:
         """A constant tensor (no gradient) on this node's device."""
         arr = np.asarray(value, dtype=dtype)
         xp = self.device.xp
-        return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
+        keep = xp is np or arr.dtype == object  # strings stay numpy arrays on the host
+        return Tensor.wrap(arr if keep else xp.asarray(arr), self.device)
 
     def wrap(self, arr: Any) -> Tensor:
         """Wrap an array computed directly (a non-differentiable result)."""

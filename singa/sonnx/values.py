@@ -114,6 +114,8 @@ def _tensor(value: Any, device: Any) -> Tensor:
     if isinstance(value, Tensor):
         return value if value.device is device else Tensor.wrap(xp.asarray(value.to_numpy()), device)
     arr = numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+    if arr.dtype.kind in "OU":  # strings: numpy arrays of str, kept on the host
+        return Tensor.wrap(arr.astype(object), device)
     return Tensor.wrap(arr if xp is np else xp.asarray(arr), device)
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 from sonnx_helpers import run_node_model
+
+from singa import sonnx
 
 
 def _s(*words, shape=None):
@@ -88,3 +91,14 @@ def test_tfidf_vectorizer_counts_ngrams_with_skips():
 def test_a_number_tensor_given_to_a_string_operator_is_named():
     with pytest.raises(TypeError, match=r"StringConcat node .*a string tensor expected, got float32"):
         run_node_model("StringConcat", {"a": np.zeros(2, np.float32), "b": _s("x")}, opset=20)
+
+
+def test_unicode_arrays_are_string_tensors_too():
+    (y,) = run_node_model("StringConcat", {"a": _s("x", "y"), "b": _s("1", "2")}, opset=20)
+    vis = [helper.make_tensor_value_info(n, TensorProto.STRING, [2]) for n in "ab"]
+    out = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
+    g = helper.make_graph([helper.make_node("StringConcat", ["a", "b"], ["y"])], "g", vis, [out])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    (z,) = sonnx.prepare(model).run([np.array(["x", "y"]), np.array(["1", "2"])])  # dtype <U1
+    np.testing.assert_array_equal(z, y)
+    assert z.dtype == object
