@@ -20,13 +20,13 @@ from singa.sonnx.context import NUMPY_TYPES, NodeContext, builds
 from singa.tensor import Tensor
 
 
-def _heads(x: Tensor, heads: int) -> Tensor:
+def split_heads(x: Tensor, heads: int) -> Tensor:
     """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
     b, s, hidden = x.shape
     return autograd.transpose(autograd.reshape(x, (b, s, heads, hidden // heads)), (0, 2, 1, 3))
 
 
-def _repeat_heads(x: Tensor, reps: int) -> Tensor:
+def repeat_heads(x: Tensor, reps: int) -> Tensor:
     """Each head repeated ``reps`` times in place: [h0, h0, h1, h1, ...]."""
     b, h, s, d = x.shape
     x = autograd.expand(autograd.unsqueeze(x, 2), (b, h, reps, s, d))
@@ -78,9 +78,9 @@ def _inputs(ctx: NodeContext, xs: list) -> tuple:
     q, k, v, mask, past_k, past_v, nonpad = xs[:7]
     three_d = q.ndim() == 3
     if three_d:
-        q = _heads(q, int(ctx.attr("q_num_heads")))
-        k = _heads(k, int(ctx.attr("kv_num_heads")))
-        v = _heads(v, int(ctx.attr("kv_num_heads")))
+        q = split_heads(q, int(ctx.attr("q_num_heads")))
+        k = split_heads(k, int(ctx.attr("kv_num_heads")))
+        v = split_heads(v, int(ctx.attr("kv_num_heads")))
     if past_k is not None:
         k = autograd.cat([past_k, k], 2)
         v = autograd.cat([past_v, v], 2)
@@ -94,7 +94,7 @@ def _scores(ctx: NodeContext, q: Tensor, k: Tensor) -> Tensor:
     root = ctx.const(np.sqrt(scale), q.dtype)
     if q.shape[1] != k.shape[1]:
         reps = q.shape[1] // k.shape[1]
-        k = _repeat_heads(k, reps)
+        k = repeat_heads(k, reps)
     kt = autograd.transpose(autograd.mul(k, root), (0, 1, 3, 2))
     qk = autograd.matmul(autograd.mul(q, root), kt)
     cap = float(ctx.attr("softcap", 0.0))
@@ -147,7 +147,7 @@ def handle_attention(ctx: NodeContext, xs: list) -> list:
     safe = np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), 0, bias).astype(q.dtype)
     logits = autograd.add(qk, ctx.const(safe))
     p = _probabilities(ctx, logits, bias, q.dtype)
-    vv = v if v.shape[1] == q.shape[1] else _repeat_heads(v, q.shape[1] // v.shape[1])
+    vv = v if v.shape[1] == q.shape[1] else repeat_heads(v, q.shape[1] // v.shape[1])
     y = autograd.matmul(p, vv)
     if three_d:
         b, h, s, d = y.shape

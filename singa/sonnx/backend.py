@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from singa import autograd
 from singa import device as _device
 from singa.kernels import conv_slices, workers
-from singa.sonnx import checks, narrow, opsets, registry, subgraph
+from singa.sonnx import checks, narrow, opsets, registry, subgraph, values
 from singa.sonnx.context import NUMPY_TYPES, NodeContext, UnsupportedOperator
 from singa.sonnx.replay import ReplayCache
 from singa.tensor import Tensor
@@ -40,14 +39,28 @@ opset_of = opsets.opset_of
 Handler = Callable[[NodeContext, list], Any]
 
 
-def handlers() -> dict[str, Handler]:
-    """The import table ``{op_type: handler}`` of every supported ONNX operator."""
-    return dict(registry.IMPORT)
+#: the names of ONNX's default domain
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def supported_ops() -> list[str]:
-    """The ONNX operator types (default domain) the importer supports."""
-    return sorted(handlers())
+def handlers(domain: str = "") -> dict[str, Handler]:
+    """The import table ``{op_type: handler}`` of the supported ONNX operators of
+    ``domain`` (the default domain, else ``ai.onnx.ml``, ``ai.onnx.preview``,
+    ``ai.onnx.preview.training``; empty for other domains)."""
+    if domain in DEFAULT_DOMAINS:
+        return dict(registry.IMPORT)
+    return dict(registry.DOMAIN_IMPORT.get(domain, {}))
+
+
+def supported_ops(domain: str = "") -> list[str]:
+    """The ONNX operator types of ``domain`` (the default domain unless given) the
+    importer supports."""
+    return sorted(handlers(domain))
+
+
+def supported_domains() -> list[str]:
+    """The operator domains besides the default one that the importer reads."""
+    return sorted(registry.DOMAIN_IMPORT)
 
 
 def _load(model: Any) -> onnx.ModelProto:
@@ -89,25 +102,22 @@ class OnnxGraph:
         self.device = device
         self.opset = opset_of(model)
         g = model.graph
-        table = handlers()
+        tables = {d: handlers(d) for d in {nd.domain for nd in g.node}}
         problems = []
         for i, nd in enumerate(g.node):
-            if nd.domain not in ("", "ai.onnx"):
-                problems.append(f"{nd.domain}.{nd.op_type} (node {nd.name or i!r})")
-            elif nd.op_type not in table:
-                problems.append(f"{nd.op_type} (node {nd.name or nd.output[0]!r})")
+            if nd.op_type not in tables[nd.domain]:
+                kind = nd.op_type if nd.domain in DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
+                problems.append(f"{kind} (node {nd.name or (nd.output[0] if nd.output else i)!r})")
         if not problems:  # the bodies of control-flow nodes, built now so that prepare checks them
             self.subgraphs = [self._subgraphs(nd, source) for nd in g.node]
         if problems:
             first = f"ONNX import (opset {self.opset}): unsupported operator(s), first to last: "
             raise UnsupportedOperator(first + ", ".join(problems))
         for v in list(g.input) + list(g.output):
-            if not v.type.HasField("tensor_type"):
-                kind = v.type.WhichOneof("value")
-                raise UnsupportedOperator(
-                    f"ONNX import: value {v.name!r} has type {kind} (only tensors are supported)"
-                )
-        self.handlers = [table[nd.op_type] for nd in g.node]
+            values.value_kind(v.type, f"value {v.name!r}")
+        #: the declared type of each graph input (tensor, sequence or optional), by name
+        self.input_types = {v.name: v.type for v in g.input}
+        self.handlers = [tables[nd.domain][nd.op_type] for nd in g.node]
         #: indices of the nodes SINGA counts as layers for ``last_layers`` (all but Constant)
         self.layers = [i for i, nd in enumerate(g.node) if nd.op_type != "Constant"]
         self.initializers = checks.initializer_arrays(g, source)
@@ -234,16 +244,19 @@ class OnnxGraph:
             if n not in env:
                 raise ValueError(f"ONNX import: node {ctx.name!r} reads {n!r}, which nothing produced")
             xs.append(env[n])
+        if not values.takes_any(fn):
+            values.check_tensors(ctx.op_type, ctx.name, ctx.node.input, xs)
         try:
             ys = narrow.in_float32(ctx, fn, xs) if narrow.bfloat16_arithmetic(ctx, xs) else fn(ctx, xs)
         except (TypeError, ValueError) as e:
             kinds = sorted(
                 {x.dtype.name for x in xs if isinstance(x, Tensor) and x.dtype.name not in NUMPY_TYPES}
+                - {"object"}  # strings: the string operators' own errors stand
             )
             if kinds:  # bfloat16, float8 ... (ml_dtypes) reach arithmetic only through Cast
                 raise ctx.unsupported(f"element type {', '.join(kinds)} is not supported ({e})") from e
             raise
-        if isinstance(ys, Tensor):
+        if ys is None or isinstance(ys, Tensor | values.TensorSequence):  # one output
             ys = (ys,)
         for n, y in zip(ctx.node.output, ys):
             if n:
@@ -273,14 +286,10 @@ def _feeds(graph: OnnxGraph, inputs: Any, device: Any) -> tuple[dict, bool]:
         items = list(zip(names, inputs))
     feeds = {}
     as_tensors = False
-    xp = device.xp
     for name, v in items:
-        if isinstance(v, Tensor):
-            as_tensors = True
-            feeds[name] = v if v.device is device else Tensor.wrap(xp.asarray(v.to_numpy()), device)
-        else:
-            arr = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
-            feeds[name] = Tensor.wrap(arr if xp is np else xp.asarray(arr), device)
+        first = v[0] if isinstance(v, list | tuple) and v else v
+        as_tensors = as_tensors or isinstance(first, Tensor)
+        feeds[name] = values.feed(v, graph.input_types.get(name), device, name)
     return feeds, as_tensors
 
 
@@ -350,9 +359,7 @@ class SingaRep(BackendRep):
                     outs = self.graph.run(
                         feeds, self.params, training=False, extra=tuple(aux_output), stop=stop
                     )
-        if as_tensors:
-            return outs
-        return [o.to_numpy() if isinstance(o, Tensor) else o for o in outs]
+        return [values.to_user(o, as_tensors) for o in outs]
 
 
 def prepare(
@@ -372,6 +379,16 @@ def prepare(
     """
     proto, source = checks.load(model)
     return SingaRep(proto, _get_device(device), source, use_graph, fold_batchnorm)
+
+
+def _type_of(value: Any) -> onnx.TypeProto | None:
+    """The value type of a ``run_node`` input: a sequence for a list of arrays or a
+    ``SequenceProto``, else a tensor (None)."""
+    if isinstance(value, onnx.SequenceProto) or (
+        isinstance(value, list | tuple) and value and all(isinstance(v, np.ndarray | Tensor) for v in value)
+    ):
+        return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(0, None))
+    return None
 
 
 class SingaBackend(Backend):
@@ -399,15 +416,17 @@ class SingaBackend(Backend):
         """Run a single node on numpy inputs."""
         dev = _get_device(device)
         opset = int(kw.get("opset_version", onnx.defs.onnx_opset_version()))
-        table = handlers()
+        table = handlers(node.domain)
         if node.op_type not in table:
-            raise UnsupportedOperator(f"ONNX import: unsupported operator {node.op_type}")
+            raise UnsupportedOperator(
+                f"ONNX import: unsupported operator {node.domain or 'ai.onnx'}.{node.op_type}"
+            )
         ctx = NodeContext(node, opset, dev, False)
-        xs = [None if a is None else Tensor.wrap(dev.xp.asarray(a), dev) for a in inputs]
+        xs = [None if a is None else values.feed(a, _type_of(a), dev) for a in inputs]
         with autograd.no_grad():
             ys = table[node.op_type](ctx, xs)
-        ys = (ys,) if isinstance(ys, Tensor) else ys
-        return [y.to_numpy() for y in ys]
+        ys = (ys,) if ys is None or isinstance(ys, Tensor | values.TensorSequence) else ys
+        return [values.to_user(y, False) for y in ys]
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

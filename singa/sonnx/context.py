@@ -272,7 +272,8 @@ class NodeContext:
         """A constant tensor (no gradient) on this node's device."""
         arr = np.asarray(value, dtype=dtype)
         xp = self.device.xp
-        return Tensor.wrap(arr if xp is np else xp.asarray(arr), self.device)
+        keep = xp is np or arr.dtype == object  # strings stay numpy arrays on the host
+        return Tensor.wrap(arr if keep else xp.asarray(arr), self.device)
 
     def wrap(self, arr: Any) -> Tensor:
         """Wrap an array computed directly (a non-differentiable result)."""
@@ -305,6 +306,22 @@ def builds(*ops: type) -> Callable:
         return fn
 
     return mark
+
+
+def inference_only(ctx: NodeContext, xs: Sequence[Any], what: str) -> None:
+    """UnsupportedOperator naming the node when, in training mode, a tensor that needs a
+    gradient flows into an operator computed without one (``what`` says which kind),
+    instead of silently cutting the gradient."""
+    if ctx.training and any(isinstance(x, Tensor) and x.requires_grad for x in xs):
+        raise ctx.unsupported(f"{what} are inference-only (no gradient): run the model in eval mode")
+
+
+def runs_subgraphs(fn: Callable) -> Callable:
+    """Mark an import handler that runs its node's subgraphs (If, Loop, Scan,
+    SequenceMap): the operators it builds are those of the bodies' handlers, which
+    declare them."""
+    fn.runs_subgraphs = True
+    return fn
 
 
 def keep_dtype(y: Tensor, dtype: Any) -> Tensor:

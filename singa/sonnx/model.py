@@ -34,7 +34,7 @@ import numpy as np
 
 from singa import autograd
 from singa.model.model import Model
-from singa.sonnx import checks, subgraph
+from singa.sonnx import checks, subgraph, values
 from singa.sonnx.backend import OnnxGraph, _get_device
 from singa.tensor import Tensor
 
@@ -160,16 +160,16 @@ class SONNXModel(Model):
                 f"SONNXModel: {len(inputs)} inputs given, the graph takes {len(self.input_names)} "
                 f"({', '.join(self.input_names)})"
             )
-        feeds = {}
-        for n, x in zip(self.input_names, inputs):
-            if not isinstance(x, Tensor):
-                arr = np.asarray(x)
-                x = Tensor.wrap(arr if self._device.xp is np else self._device.xp.asarray(arr), self._device)
-            feeds[n] = x
+        types = self._graph.input_types
+        feeds = {
+            n: x if isinstance(x, Tensor) else values.feed(x, types.get(n), self._device, n)
+            for n, x in zip(self.input_names, inputs)
+        }
         stop = self._graph.cut(last_layers)
-        return self._graph.run(
+        outs = self._graph.run(
             feeds, self._by_onnx, training=self.training, extra=tuple(aux_output), stop=stop
         )
+        return [values.to_user(o, True) for o in outs]  # a sequence output: a list of Tensors
 
     def train_one_batch(self, x: Tensor, y: Tensor) -> tuple:
         """The default training step: softmax cross-entropy of the (first) output

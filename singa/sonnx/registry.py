@@ -7,11 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from singa.sonnx.families import FAMILIES, control, detection, dropout, quantize, signal, sorting
+from singa.sonnx.families import (
+    FAMILIES,
+    control,
+    detection,
+    dropout,
+    image,
+    ml,
+    preview,
+    quantize,
+    sequence,
+    signal,
+    sorting,
+    text,
+    training,
+)
 
 #: families with handlers that compute their values when the node runs (inference-only
-#: operators: integer, index, random or data-dependent outputs without a gradient), besides shaping
-COMPUTING = (sorting, quantize, control, signal, detection, dropout)
+#: operators: integer, index, random, decoded, string or data-dependent outputs without a
+#: gradient; the sequence and optional operators, which pass tensors through), besides shaping
+COMPUTING = (sorting, quantize, control, signal, detection, dropout, sequence, image, text)
 
 
 def _merge(tables: list[dict], what: str) -> dict:
@@ -26,6 +41,12 @@ def _merge(tables: list[dict], what: str) -> dict:
 
 EXPORT: dict[type, Callable] = _merge([f.EXPORT for f in FAMILIES], "converters")
 IMPORT: dict[str, Callable] = _merge([f.IMPORT for f in FAMILIES], "import handlers")
+
+#: the import tables of the other operator domains read, ``{domain: {op_type: handler}}``
+#: (their families' ``DOMAIN_IMPORT``; their ``IMPORT`` of the default domain is empty)
+DOMAIN_IMPORT: dict[str, dict[str, Callable]] = {
+    f.DOMAIN: dict(f.DOMAIN_IMPORT) for f in (ml, preview, training)
+}
 
 
 def register_export(op_class: type, converter: Callable) -> None:

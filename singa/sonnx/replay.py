@@ -118,6 +118,8 @@ class ReplayCache:
         names = sorted(feeds)
         tensors = [feeds[n] for n in names]
         dev = self.graph.device
+        if not all(isinstance(t, Tensor) for t in tensors):  # sequence and optional inputs
+            return self._evaluate(feeds, extra, stop)
         if not self.enabled or dev.recorder is not None or any(t.device is not dev for t in tensors):
             return self._evaluate(feeds, extra, stop)
         key = (tuple((n, t.shape, t.dtype.str) for n, t in zip(names, tensors)), stop, tuple(extra))

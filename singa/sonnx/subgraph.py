@@ -15,6 +15,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from singa.sonnx import values
 from singa.sonnx.context import UnsupportedOperator
 
 
@@ -50,11 +51,10 @@ def free_names(graph: onnx.GraphProto) -> list[str]:
 
 
 def _tensor_input(v: onnx.ValueInfoProto, where: str) -> onnx.ValueInfoProto:
-    kind = v.type.WhichOneof("value")
-    if kind not in (None, "tensor_type"):
-        raise UnsupportedOperator(
-            f"ONNX import: {where}: value {v.name!r} has type {kind} (only tensors are supported)"
-        )
+    """A body's input or output: its own declaration for a sequence or optional, else a
+    tensor of any shape (bodies often leave element types and shapes out)."""
+    if values.value_kind(v.type, f"{where}: value {v.name!r}") != "tensor":
+        return v
     return helper.make_tensor_value_info(v.name, onnx.TensorProto.FLOAT, None)
 
 

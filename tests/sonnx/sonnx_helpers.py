@@ -168,3 +168,17 @@ def roundtrip(fn, make: Callable[[int], Sequence[np.ndarray]], **kwargs) -> onnx
 def unit(b: int) -> list[np.ndarray]:
     """One (b, 3, 4) float32 array in (-0.9, 0.9) (inside every inverse function's domain)."""
     return [rand((b, 3, 4), low=-0.9, high=0.9)]
+
+
+def case_value(v):
+    """An ONNX node case's input or output as a run takes and returns it: an array, a
+    list of arrays (a sequence), None (an empty optional), read with ``numpy_helper``."""
+    from onnx import numpy_helper
+
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, onnx.SequenceProto):
+        return numpy_helper.to_list(v)
+    if isinstance(v, onnx.OptionalProto):
+        return case_value(numpy_helper.to_optional(v))
+    return v

@@ -25,6 +25,13 @@ def test_docs_list_the_supported_operators():
     assert _listed_operators() == backend.supported_ops(), f"docs/onnx.md should list: {want}"
 
 
+def test_docs_list_the_operators_of_other_domains():
+    text = " ".join(DOC.read_text().split())
+    for domain in backend.supported_domains():
+        listed = f"{domain}: {', '.join(backend.supported_ops(domain))} ("
+        assert listed in text, f"docs/onnx.md should list {listed!r}"
+
+
 def test_docs_give_the_oldest_opset():
     assert "opset 7 and newer" in DOC.read_text()
     assert backend.MIN_IMPORT_OPSET == 11  # what version_converter targets, as the docs say

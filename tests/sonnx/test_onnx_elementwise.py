@@ -4,8 +4,9 @@ the test says so, imported back with ``sonnx.prepare`` and run against our outpu
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
-from sonnx_helpers import check_export, op_types, rand, roundtrip, unit
+from sonnx_helpers import check_export, op_types, rand, roundtrip, run_node_model, unit
 
 from singa import autograd, tensor
 
@@ -47,3 +48,20 @@ SINGA_ELEMENTWISE = {
 @pytest.mark.parametrize("op_type", SINGA_ELEMENTWISE)
 def test_identity_negative_reciprocal(op_type):
     assert op_type in op_types(roundtrip(SINGA_ELEMENTWISE[op_type], unit))
+
+
+@pytest.mark.parametrize(
+    "mode, want",
+    [
+        ("up", [2.0**-127, 0.125, 2.0, 2.0, 4.0, 2.0**127]),
+        ("down", [2.0**-127, 0.0625, 1.0, 1.0, 4.0, 2.0**127]),
+        ("nearest", [2.0**-127, 0.125, 1.0, 2.0, 4.0, 2.0**127]),
+    ],
+)
+def test_cast_to_float8_e8m0_rounds_to_powers_of_two(mode, want):
+    x = np.array([0.0, 0.124, 1.1, 1.6, 4.0, 3e38], np.float32)
+    (y,) = run_node_model("Cast", {"x": x}, opset=24, to=onnx.TensorProto.FLOAT8E8M0, round_mode=mode)
+    assert y.dtype.name == "float8_e8m0fnu"
+    np.testing.assert_array_equal(y.astype(np.float64), want)  # 3e38 saturates at 2**127
+    (back,) = run_node_model("Cast", {"y": y}, opset=24, to=onnx.TensorProto.FLOAT16)
+    np.testing.assert_array_equal(back, np.array(want).astype(np.float16))

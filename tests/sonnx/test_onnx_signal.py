@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sonnx_helpers import handler_fn, run_node_model
+from onnx.reference import ReferenceEvaluator
+from sonnx_helpers import handler_fn, node_model, run_node_model
 
 from singa.autograd.gradcheck import gradcheck
 
@@ -55,3 +56,28 @@ def test_symmetric_windows(op, numpy_fn):
     else:
         want = numpy_fn(9)
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_mel_weight_matrix_is_triangles_between_mel_spaced_bins():
+    inputs = {
+        "c_bins": np.int64(8),
+        "c_n": np.int64(64),
+        "c_rate": np.int64(16000),
+        "c_low": np.float32(100),
+        "c_high": np.float32(6000),
+    }
+    (got,) = run_node_model("MelWeightMatrix", inputs, opset=17, output_datatype=11)
+    assert got.shape == (33, 8) and got.dtype == np.float64
+    # the edges: mel-spaced frequencies rounded down to DFT bins; each filter rises to 1 at its centre
+    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
+    hz = 700 * (10 ** (np.linspace(mel(100), mel(6000), 10, endpoint=False) / 2595) - 1)
+    edges = (65 * hz // 16000).astype(int)
+    for i in range(8):
+        lo, mid, hi = edges[i : i + 3]
+        assert got[mid, i] == 1
+        np.testing.assert_allclose(got[lo : mid + 1, i], np.linspace(0, 1, mid - lo + 1) if mid > lo else [1])
+        assert (got[:lo, i] == 0).all() and (got[hi:, i] == 0).all()
+    (ref,) = ReferenceEvaluator(node_model("MelWeightMatrix", inputs, opset=17, output_datatype=11)).run(
+        None, {}
+    )
+    np.testing.assert_array_equal(got, ref)

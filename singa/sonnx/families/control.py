@@ -3,9 +3,9 @@
 The bodies run with the autograd operators like any graph (see
 :mod:`singa.sonnx.subgraph`), so gradients flow through them: a Scan over a
 recurrent cell or a Loop of layers in an imported model fine-tunes. Scan slices its
-inputs and stacks its outputs with autograd operators too. Only tensor values are
-supported (sequence- and optional-typed values raise UnsupportedOperator at
-``prepare``).
+inputs and stacks its outputs with autograd operators too. If's outputs and Loop's
+carried values may also be sequences and optionals (:mod:`singa.sonnx.values`); Scan
+takes tensors.
 
 The operators the bodies build are declared by the bodies' handlers; these handlers
 declare only what they add (Scan's slicing and stacking) and are marked
@@ -18,16 +18,13 @@ import numpy as np
 
 from singa import autograd
 from singa.autograd import shaping as sh
-from singa.sonnx.context import NodeContext, builds
+from singa.sonnx.context import NodeContext, builds, runs_subgraphs
+from singa.sonnx.values import takes_any_value
 from singa.tensor import Tensor
 
 
-def _runs_subgraphs(fn):
-    fn.runs_subgraphs = True
-    return fn
-
-
-@_runs_subgraphs
+@runs_subgraphs
+@takes_any_value
 @builds()
 def handle_if(ctx: NodeContext, xs: list) -> list:
     """If(cond): the outputs of ``then_branch`` when cond is true, else of ``else_branch``."""
@@ -43,7 +40,8 @@ def _stack(ctx: NodeContext, items: list, axis: int = 0) -> Tensor:
     return autograd.cat([autograd.unsqueeze(t, [axis]) for t in items], axis)
 
 
-@_runs_subgraphs
+@runs_subgraphs
+@takes_any_value
 @builds(sh.Unsqueeze, sh.Cat)
 def handle_loop(ctx: NodeContext, xs: list) -> list:
     """Loop(M, cond, v...): runs the body while ``i < M`` (when M is given) and ``cond``
@@ -77,7 +75,7 @@ def _scan_slices(x: Tensor, axis: int, reverse: bool) -> list:
     return [autograd.squeeze(autograd.slice(x, [t], [t + 1], [axis]), [axis]) for t in steps]
 
 
-@_runs_subgraphs
+@runs_subgraphs
 @builds(sh.Slice, sh.Squeeze, sh.Unsqueeze, sh.Cat)
 def handle_scan(ctx: NodeContext, xs: list) -> list:
     """Scan (opset 9+): N state values then M scan inputs; each step the body maps

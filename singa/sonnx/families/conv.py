@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from singa import autograd
-from singa.autograd import conv
+from singa.autograd import activation, conv, elementwise
 from singa.autograd import shaping as sh
+from singa.sonnx import deform_conv
 from singa.sonnx.context import ExportContext, NodeContext, builds, spatial_pads
 from singa.tensor import Tensor
 
@@ -58,11 +61,47 @@ def handle_conv(ctx: NodeContext, xs: list) -> Tensor:
     return autograd.conv2d(x, w, b, tuple(strides), tuple(pads), tuple(dil), group)
 
 
+_ACTIVATIONS = ("none", "silu", "swish")
+
+
+@builds(conv.Conv2d, sh.Cat, sh.Unsqueeze, sh.Squeeze, sh.Slice, activation.Sigmoid, elementwise.Mul)
+def handle_causal_conv_with_state(ctx: NodeContext, xs: list) -> list:
+    """CausalConvWithState (opset 27): a causal depthwise 1-D convolution of input
+    (batch, channels, length) with weight (channels, 1, k) and an optional bias, after the
+    k - 1 positions of ``past_state`` (zeros when absent); activation ``silu``/``swish``
+    (x * sigmoid(x)) or ``none``. Outputs the result and the last k - 1 positions of the
+    padded input (the next call's ``past_state``)."""
+    x, w = xs[0], xs[1]
+    b = xs[2] if len(xs) > 2 else None
+    past = xs[3] if len(xs) > 3 else None
+    act = ctx.attr("activation", "none")
+    if act not in _ACTIVATIONS:
+        raise ctx.unsupported(f"activation {act!r} (one of {', '.join(_ACTIVATIONS)})")
+    if x.ndim() != 3 or w.ndim() != 3 or w.shape[1] != 1 or w.shape[0] != x.shape[1]:
+        raise ValueError(
+            f"ONNX run: CausalConvWithState node {ctx.name!r}: input (batch, channels, length) and "
+            f"weight (channels, 1, k) expected, got {tuple(x.shape)} and {tuple(w.shape)}"
+        )
+    batch, channels, _ = x.shape
+    k = w.shape[2]
+    if past is None:
+        past = ctx.const(np.zeros((batch, channels, k - 1), x.dtype))
+    padded = autograd.cat([past, x], 2) if past.shape[2] else x
+    y = autograd.conv2d(autograd.unsqueeze(padded, 2), autograd.unsqueeze(w, 2), b, 1, 0, 1, channels)
+    y = autograd.squeeze(y, 2)
+    if act != "none":
+        y = autograd.mul(y, autograd.sigmoid(y))
+    n = padded.shape[2]
+    return [y, autograd.slice(padded, [n - (k - 1)], [n], [2])]
+
+
 # ----- tables --------------------------------------------------------------------------------
 EXPORT = {
     conv.Conv2d: convert_conv2d,
 }
 
 IMPORT = {
+    "CausalConvWithState": handle_causal_conv_with_state,
     "Conv": handle_conv,
+    "DeformConv": deform_conv.handle_deform_conv,
 }

@@ -19,6 +19,7 @@ from singa.sonnx.context import (
     onnx_dtype,
     unary_handler,
 )
+from singa.sonnx.values import takes_any_value
 from singa.tensor import Tensor
 
 # ----- export --------------------------------------------------------------------------------
@@ -118,13 +119,28 @@ def _cast(ctx: NodeContext, x: Tensor, dt: np.dtype) -> Tensor:
     of ml_dtypes) a direct conversion, saturating as ONNX's ``saturate`` asks."""
     if x.dtype.name in NUMPY_TYPES and dt.name in NUMPY_TYPES:
         return ew.cast(x, dt)
-    if dt.kind not in "biufV" or x.dtype.kind not in "biufV" or "e8m0" in dt.name + x.dtype.name:
+    if dt.kind not in "biufV" or x.dtype.kind not in "biufV":
         raise ctx.unsupported(f"casting from {x.dtype} to {dt} is not supported")
     xp = ctx.device.xp
     a = xp.asarray(x.data)
     if a.dtype.name not in NUMPY_TYPES:
         a = a.astype(np.float32 if a.dtype.name.startswith(("float", "bfloat")) else np.int64)
+    if "e8m0" in dt.name:
+        return ctx.wrap(_to_e8m0(ctx, a))
     return ctx.wrap(_narrow(a, dt, bool(int(ctx.attr("saturate", 1)))))
+
+
+def _to_e8m0(ctx: NodeContext, a: Any) -> Any:
+    """``a`` as float8 e8m0 (powers of two; ``round_mode`` up, down or nearest), by ONNX's
+    own ``numpy_helper.to_float8e8m0``."""
+    try:
+        from onnx.numpy_helper import to_float8e8m0
+    except ImportError as e:  # onnx before 1.18
+        raise ctx.unsupported("casting to float8 e8m0 needs onnx 1.18 or newer") from e
+    mode = ctx.attr("round_mode", "up")
+    if mode not in ("up", "down", "nearest"):
+        raise ctx.unsupported(f"round_mode {mode!r} (up, down or nearest)")
+    return to_float8e8m0(np.asarray(a, np.float32), bool(int(ctx.attr("saturate", 1))), mode)
 
 
 def _narrow(a: Any, dt: np.dtype, saturate: bool) -> Any:
@@ -177,6 +193,17 @@ def handle_mod(ctx: NodeContext, xs: list) -> Tensor:
 
 
 # ----- tables --------------------------------------------------------------------------------
+_identity = unary_handler(ew.identity, ew.Identity)
+
+
+@takes_any_value
+@builds(ew.Identity)
+def handle_identity(ctx: NodeContext, xs: list) -> Any:
+    """Identity: a tensor through the Identity operator; a sequence or an optional
+    (None when empty) as it is."""
+    return _identity(ctx, xs) if isinstance(xs[0], Tensor) else xs[0]
+
+
 EXPORT = {
     ew.Add: _binary_converter("Add"),
     ew.Sub: _binary_converter("Sub"),
@@ -212,7 +239,7 @@ IMPORT = {
     "Sign": unary_handler(ew.sign, ew.Sign),
     "Erf": unary_handler(ew.erf, ew.Erf),
     "Reciprocal": unary_handler(ew.reciprocal, ew.Reciprocal),
-    "Identity": unary_handler(ew.identity, ew.Identity),
+    "Identity": handle_identity,
     "Clip": handle_clip,
     "Cast": handle_cast,
     "CastLike": handle_cast_like,

@@ -188,6 +188,33 @@ def handle_scatter_elements(ctx: NodeContext, xs: list) -> Tensor:
     return ix.scatter_elements(data, indices, updates, int(ctx.attr("axis", 0)), reduction)
 
 
+@builds(ix.ScatterElements)
+def handle_tensor_scatter(ctx: NodeContext, xs: list) -> Tensor:
+    """TensorScatter (opset 24, a KV-cache update): ``update`` written into a copy of
+    ``past_cache`` along ``axis`` (not 0) from each batch row's ``write_indices`` (0 when
+    absent); ``mode`` "linear" (the write must fit) or "circular" (positions wrap).
+    ScatterElements with those positions, so gradients reach both inputs."""
+    past, update = xs[0], xs[1]
+    axis = int(ctx.attr("axis", -2)) % past.ndim()
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise ctx.unsupported(f"mode {mode!r} (linear or circular)")
+    size, n = past.shape[axis], update.shape[axis]
+    starts = np.zeros(past.shape[0], np.int64) if len(xs) < 3 or xs[2] is None else ctx.static(xs[2])
+    steps = [1] * past.ndim()
+    steps[axis] = n
+    pos = np.asarray(starts, np.int64).reshape(-1, *[1] * (past.ndim() - 1)) + np.arange(n).reshape(steps)
+    if mode == "circular":
+        pos %= size
+    elif pos.size and (pos.max() >= size or pos.min() < 0):
+        raise ValueError(
+            f"ONNX run: TensorScatter node {ctx.name!r}: writes at positions {int(pos.min())}.."
+            f"{int(pos.max())} of an axis of {size} (mode linear)"
+        )
+    idx = np.broadcast_to(pos, update.shape).astype(np.int64)
+    return ix.scatter_elements(past, ctx.const(idx), update, axis)
+
+
 @builds(ix.Where)
 def handle_trilu(ctx: NodeContext, xs: list) -> Tensor:
     """Trilu: the upper (``upper=1``) or lower triangle from diagonal ``k`` of the last
@@ -217,4 +244,5 @@ IMPORT = {
     "NonZero": handle_nonzero,
     "ScatterElements": handle_scatter_elements,
     "Scatter": handle_scatter_elements,
+    "TensorScatter": handle_tensor_scatter,
 }

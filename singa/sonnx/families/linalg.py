@@ -6,7 +6,7 @@ from typing import Any
 
 from singa import autograd
 from singa.autograd import linalg
-from singa.sonnx import attention
+from singa.sonnx import attention, linear_attention
 from singa.sonnx.context import ExportContext, NodeContext, builds, cast_to
 from singa.tensor import Tensor
 
@@ -100,5 +100,6 @@ IMPORT = {
     "MatMul": handle_matmul,
     "Gemm": handle_gemm,
     "Attention": attention.handle_attention,
+    "LinearAttention": linear_attention.handle_linear_attention,
     "Det": handle_det,
 }

@@ -9,6 +9,8 @@ have a trailing axis of 1.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from singa import autograd
@@ -140,6 +142,37 @@ def _window_handler(terms: tuple, what: str):
     return handle
 
 
+def _mel(hz: Any) -> Any:
+    """Hertz to mels: 2595 log10(1 + f / 700)."""
+    return 2595 * np.log1p(hz / 700) / np.log(10)
+
+
+@builds()
+def handle_mel_weight_matrix(ctx: NodeContext, xs: list) -> Tensor:
+    """MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+    upper_edge_hertz; output_datatype): the (dft_length // 2 + 1, num_mel_bins) matrix of
+    triangular filters, their edges spaced evenly on the mel scale (2595 log10(1 + f /
+    700)) and rounded down to DFT bins, as ONNX's reference computes them."""
+    bins, n, rate = (int(np.asarray(ctx.static(x)).reshape(())) for x in xs[:3])
+    low, high = (float(np.asarray(ctx.static(x)).reshape(())) for x in xs[3:5])
+    step = (_mel(high) - _mel(low)) / (bins + 2)
+    hz = 700 * np.expm1((np.arange(bins + 2) * step + _mel(low)) / 2595 * np.log(10))
+    edges = ((n + 1) * hz // rate).astype(np.int64)
+    out = np.zeros((n // 2 + 1, bins))
+    j = np.arange(n // 2 + 1)
+    for i in range(bins):
+        lo, mid, hi = edges[i : i + 3]
+        if mid == lo:
+            out[mid, i] = 1
+        else:
+            rising = (j >= lo) & (j <= mid)
+            out[rising, i] = (j[rising] - lo) / (mid - lo)
+        if hi > mid:
+            falling = (j >= mid) & (j < hi)
+            out[falling, i] = (hi - j[falling]) / (hi - mid)
+    return ctx.const(out.astype(np_dtype(ctx, int(ctx.attr("output_datatype", 1)))))
+
+
 EXPORT: dict = {}
 IMPORT = {
     "DFT": handle_dft,
@@ -147,4 +180,5 @@ IMPORT = {
     "HannWindow": _window_handler((0.5, -0.5), "HannWindow"),
     "HammingWindow": _window_handler((25 / 46, -(1 - 25 / 46)), "HammingWindow"),
     "BlackmanWindow": _window_handler((0.42, -0.5, 0.08), "BlackmanWindow"),
+    "MelWeightMatrix": handle_mel_weight_matrix,
 }
