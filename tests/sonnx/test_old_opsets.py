@@ -8,6 +8,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from singa import autograd, tensor
+from singa.autograd.gradcheck import gradcheck
 from singa.sonnx import backend
 
 
@@ -87,3 +89,24 @@ def test_new_opsets_are_not_converted():
     m = _model([helper.make_node("Relu", ["x"], ["y"])], 13)
     assert backend.upgrade_opset(m) is m
     assert isinstance(backend.prepare(m).model, onnx.ModelProto)
+
+
+def test_opset_8_scan_gradients():
+    m = _scan8_model()
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    body = m.graph.node[0].attribute[0].g
+    for v in list(body.input) + list(body.output):
+        v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    graph = backend.prepare(m).graph
+    lens = np.array([3, 1], np.int32)
+    rng = np.random.default_rng(0)
+
+    def fn(s0, x):
+        last, all_ = graph.run({"lens": tensor.from_numpy(lens), "s0": s0, "x": x}, {})
+        return autograd.add(
+            autograd.reduce_sum(autograd.mul(last, last)), autograd.reduce_sum(autograd.mul(all_, all_))
+        )
+
+    gradcheck(fn, [rng.standard_normal((2, 2)), rng.standard_normal((2, 4, 2))])
