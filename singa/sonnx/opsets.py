@@ -1,6 +1,8 @@
 """The default-domain opset of a model, and the conversion of models older than
 :data:`MIN_IMPORT_OPSET` by ``onnx.version_converter`` (refusing, by name, a node it
-cannot convert, and Scan of opset 8, whose batch axis the converter keeps wrong)."""
+cannot convert). Scan nodes of opset 8 keep their meaning (a batch axis before the
+sequence axis, ``sequence_lens``): they move to :data:`OPSET8_DOMAIN`, whose Scan the
+``control`` family imports, and only their bodies are converted."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ from onnx import version_converter
 from singa.sonnx.context import UnsupportedOperator
 
 MIN_IMPORT_OPSET = 11
+
+#: the domain of the Scan nodes of opset-8 models once converted: they keep opset 8's
+#: meaning (batch axis 0, sequence axis 1, ``sequence_lens``), which opset 9 changed
+OPSET8_DOMAIN = "singa.opset8"
 
 
 def opset_of(model: onnx.ModelProto) -> int:
@@ -28,13 +34,8 @@ def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = opset_of(model)
     if opset >= MIN_IMPORT_OPSET:
         return model
-    scans = [nd for nd in model.graph.node if nd.op_type == "Scan"]
-    if opset < 9 and scans:  # the converter keeps Scan-8's batch axis wrong: refuse, never guess
-        nd = scans[0]
-        raise UnsupportedOperator(
-            f"ONNX import: opset {opset} model: node {nd.name or nd.output[0]!r} (Scan) has opset 8's "
-            "batch axis, which is not supported (export the model at opset 9 or newer)"
-        )
+    if opset < 9 and any(nd.op_type == "Scan" and nd.domain in ("", "ai.onnx") for nd in model.graph.node):
+        model = _set_aside_scans(model, opset)
     try:
         return version_converter.convert_version(model, MIN_IMPORT_OPSET)
     except Exception as e:  # the converter raises RuntimeError, ValueError, IndexError ...
@@ -43,6 +44,30 @@ def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
             f"ONNX import: opset {opset} model cannot be converted to opset {MIN_IMPORT_OPSET}"
             f"{culprit}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         ) from e
+
+
+def _set_aside_scans(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """A copy of an opset-8 model whose Scan nodes move to :data:`OPSET8_DOMAIN`, which
+    the converter passes through (its Scan adapter would drop ``sequence_lens`` and keep
+    the batch axis), with their bodies converted on their own."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for nd in out.graph.node:
+        if nd.op_type != "Scan" or nd.domain not in ("", "ai.onnx"):
+            continue
+        nd.domain = OPSET8_DOMAIN
+        for a in nd.attribute:
+            if a.name == "body":
+                body = onnx.helper.make_model(a.g, opset_imports=[onnx.helper.make_opsetid("", opset)])
+                try:
+                    a.g.CopyFrom(version_converter.convert_version(body, MIN_IMPORT_OPSET).graph)
+                except Exception as e:
+                    raise UnsupportedOperator(
+                        f"ONNX import: opset {opset} model: the body of node {nd.name or nd.output[0]!r} "
+                        f"(Scan) cannot be converted to opset {MIN_IMPORT_OPSET}: {str(e).splitlines()[0]}"
+                    ) from e
+    out.opset_import.append(onnx.helper.make_opsetid(OPSET8_DOMAIN, 1))
+    return out
 
 
 def _first_unconvertible(model: onnx.ModelProto) -> str:

@@ -43,9 +43,9 @@ EXPORT: dict[type, Callable] = _merge([f.EXPORT for f in FAMILIES], "converters"
 IMPORT: dict[str, Callable] = _merge([f.IMPORT for f in FAMILIES], "import handlers")
 
 #: the import tables of the other operator domains read, ``{domain: {op_type: handler}}``
-#: (their families' ``DOMAIN_IMPORT``; their ``IMPORT`` of the default domain is empty)
+#: (their families' ``DOMAIN_IMPORT``; control's is opset 8's Scan, see ``opsets``)
 DOMAIN_IMPORT: dict[str, dict[str, Callable]] = {
-    f.DOMAIN: dict(f.DOMAIN_IMPORT) for f in (ml, preview, training)
+    f.DOMAIN: dict(f.DOMAIN_IMPORT) for f in (control, ml, preview, training)
 }
 
 

@@ -1,4 +1,5 @@
-"""Control flow: ONNX If, Loop and Scan.
+"""Control flow: ONNX If, Loop and Scan (and, in ``DOMAIN_IMPORT``, the Scan of models
+written at opset 8, with its batch axis and ``sequence_lens``; see ``singa.sonnx.opsets``).
 
 The bodies run with the autograd operators like any graph (see
 :mod:`singa.sonnx.subgraph`), so gradients flow through them: a Scan over a
@@ -19,6 +20,7 @@ import numpy as np
 from singa import autograd
 from singa.autograd import shaping as sh
 from singa.sonnx.context import NodeContext, builds, runs_subgraphs
+from singa.sonnx.opsets import OPSET8_DOMAIN
 from singa.sonnx.values import takes_any_value
 from singa.tensor import Tensor
 
@@ -104,5 +106,58 @@ def handle_scan(ctx: NodeContext, xs: list) -> list:
     return state + stacked
 
 
+def _row(x: Tensor, b: int) -> Tensor:
+    """Row ``b`` of axis 0, that axis dropped."""
+    return autograd.squeeze(autograd.slice(x, [b], [b + 1], [0]), [0])
+
+
+def _padded(ctx: NodeContext, items: list, steps: int) -> Tensor:
+    """Scan outputs stacked on a new axis 0 and padded with zeros to ``steps``."""
+    y = _stack(ctx, items)
+    if items and len(items) < steps:
+        zeros = ctx.const(np.zeros((steps - len(items), *items[0].shape), items[0].dtype))
+        y = autograd.cat([y, zeros], 0)
+    return y
+
+
+@runs_subgraphs
+@builds(sh.Slice, sh.Squeeze, sh.Unsqueeze, sh.Cat)
+def handle_scan8(ctx: NodeContext, xs: list) -> list:
+    """Scan of opset 8 (a model written at opset 8; see ``singa.sonnx.opsets``):
+    sequence_lens, N states then M scan inputs, all with a batch axis 0 and the scan
+    inputs' sequence on axis 1. Each batch row runs the body over its first
+    ``sequence_lens[b]`` steps (all without it; reversed where ``directions`` is 1); the
+    scan outputs are padded with zeros to the longest sequence."""
+    body = ctx.subgraphs["body"]
+    m = int(ctx.attr("num_scan_inputs"))
+    lens, states, seqs = xs[0], list(xs[1 : len(xs) - m]), xs[len(xs) - m :]
+    dirs = [int(d) for d in ctx.attr("directions", [0] * m)]
+    batch, steps = seqs[0].shape[0], seqs[0].shape[1]
+    lengths = [steps] * batch if lens is None else [int(v) for v in np.asarray(ctx.static(lens)).reshape(-1)]
+    n, k = len(states), len(body.output_names) - len(states)
+    finals: list[list] = [[] for _ in range(n)]
+    scans: list[list] = [[] for _ in range(k)]
+    for b in range(batch):
+        state = [_row(t, b) for t in states]
+        slices = [
+            _scan_slices(autograd.slice(_row(x, b), [0], [lengths[b]], [0]), 0, bool(d))
+            for x, d in zip(seqs, dirs)
+        ]
+        outs: list[list] = [[] for _ in range(k)]
+        for step in zip(*slices):
+            ys = body.run([*state, *step], ctx.scope, ctx.training)
+            state = list(ys[:n])
+            for j, y in enumerate(ys[n:]):
+                outs[j].append(y)
+        for i, t in enumerate(state):
+            finals[i].append(t)
+        for j, items in enumerate(outs):
+            scans[j].append(_padded(ctx, items, steps))
+    return [_stack(ctx, f) for f in finals] + [_stack(ctx, s) for s in scans]
+
+
 EXPORT: dict = {}
 IMPORT = {"If": handle_if, "Loop": handle_loop, "Scan": handle_scan}
+#: opset 8's Scan, kept apart from opset 9's by the conversion of old models
+DOMAIN = OPSET8_DOMAIN
+DOMAIN_IMPORT = {"Scan": handle_scan8}
