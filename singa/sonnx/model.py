@@ -28,13 +28,14 @@ head on), ``train_one_batch`` computes the loss and calls ``self.optimizer(loss)
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import numpy as np
 
 from singa import autograd
 from singa.model.model import Model
-from singa.sonnx import checks, subgraph, values
+from singa.sonnx import checks, replay, subgraph, values
 from singa.sonnx.backend import OnnxGraph, _get_device
 from singa.tensor import Tensor
 
@@ -135,6 +136,24 @@ class SONNXModel(Model):
             self.onnx_names[key] = oname
             self._by_onnx[oname] = t
         self.ensure_initialized()  # every parameter exists: nothing waits for a first call
+
+    def graph(self, mode: bool = True, sequential: bool = False, fold_batchnorm: bool | None = None) -> None:
+        """See :meth:`singa.model.Model.graph`. A trace freezes values computed outside
+        the recorded operators, so graph mode stays off (with a warning) for a graph
+        that :func:`singa.sonnx.replay.replayable` does not accept, counting only its
+        integer initializers as unchanging (parameters and statistics change as it
+        trains): its calls run eagerly, with the same results."""
+        if mode:
+            fixed = [n for n, a in self._graph.initializers.items() if a.dtype.kind != "f"]
+            if not replay.replayable(self._graph.model, fixed):
+                warnings.warn(
+                    "SONNXModel: graph mode stays off: this graph computes values that a trace "
+                    "would freeze (see singa.sonnx.replay); calls run eagerly",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                mode = False
+        super().graph(mode, sequential, fold_batchnorm)
 
     @property
     def onnx_model(self) -> Any:

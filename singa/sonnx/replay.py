@@ -9,20 +9,24 @@ that signature replay it:
 no handler, no attribute parsing, no autograd bookkeeping.
 
 A replay is only as correct as its trace: values computed outside the recorded
-operators are frozen into it. So only graphs made of the operator types in
-:data:`REPLAYABLE` are replayed, whose import handlers compute every value from the
-inputs through recorded operators or from shapes and constants only; a graph with any
-other operator, or one whose ``Reshape`` / ``Clip`` bounds are computed at run time,
-runs node by node as before. Traces are kept for at most :data:`MAX_GRAPHS`
-signatures (least recently used dropped first); a parameter array replaced in
-``rep.params`` causes a new trace, a parameter changed in place needs
-:meth:`ReplayCache.clear`.
+operators are frozen into it. A value is *static* when it follows from initializers,
+Constant nodes and the shapes of values alone (``Shape``, ``Size`` and any
+deterministic node all of whose inputs are static): it is the same for every run of a
+signature (the input shapes are part of it), so freezing it is right, whatever
+computes it. Every other node must be of an operator type in :data:`REPLAYABLE`, whose
+import handler computes its outputs from its data inputs through recorded operators,
+and the inputs it reads as Python values (a ``Reshape``'s shape, a ``Slice``'s bounds:
+:data:`STATIC_INPUTS`) must be static. Any other graph (random operators, subgraphs,
+other domains, a shape read from data) runs node by node as before. Traces are kept
+for at most :data:`MAX_GRAPHS` signatures (least recently used dropped first); a
+parameter array replaced in ``rep.params`` causes a new trace, a parameter changed in
+place needs :meth:`ReplayCache.clear`.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from singa import autograd
@@ -30,7 +34,7 @@ from singa.model.graph import Recorder
 from singa.model.inference import build_graph
 from singa.tensor import Tensor
 
-__all__ = ["REPLAYABLE", "MAX_GRAPHS", "ReplayCache"]
+__all__ = ["REPLAYABLE", "STATIC_INPUTS", "MAX_GRAPHS", "ReplayCache", "replayable"]
 
 #: ONNX operator types a trace replays correctly (checked one by one in tests/sonnx/test_replay.py)
 REPLAYABLE = frozenset(
@@ -44,44 +48,89 @@ REPLAYABLE = frozenset(
         "Conv",
         "Div",
         "Dropout",
+        "Einsum",
+        "Erf",
         "Flatten",
+        "Gather",
         "Gemm",
         "GlobalAveragePool",
+        "HardSigmoid",
+        "HardSwish",
         "Identity",
+        "LayerNormalization",
         "LeakyRelu",
         "LogSoftmax",
         "MatMul",
         "MaxPool",
         "Mul",
+        "Pad",
+        "ReduceMean",
         "Relu",
         "Reshape",
+        "Resize",
         "Sigmoid",
+        "Slice",
         "Softmax",
+        "Squeeze",
         "Sub",
         "Tanh",
         "Transpose",
+        "Unsqueeze",
     }
 )
 
-#: inputs read as Python values by their handlers: replayable only when constant
-_CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2)}
+#: inputs read as Python values (or as indices) by their handlers: replayable only when static
+STATIC_INPUTS = {
+    "Clip": (1, 2),
+    "Gather": (1,),
+    "Pad": (1, 2, 3),
+    "ReduceMean": (1,),
+    "Reshape": (1,),
+    "Resize": (1, 2, 3),
+    "Slice": (1, 2, 3, 4),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+}
+
+#: operators whose outputs differ between runs on the same inputs: never static
+RANDOM = frozenset(
+    {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"}
+)
+
+#: operators computing extra outputs outside the recorded operators: replayable with one output
+_ONE_OUTPUT = frozenset({"BatchNormalization", "LayerNormalization"})
 
 #: traces kept per prepared model
 MAX_GRAPHS = 8
 
 
-def replayable(model: Any, initializers: Mapping[str, Any]) -> bool:
-    """Whether every node of ``model`` (an ``onnx.ModelProto``) is in :data:`REPLAYABLE`
-    and reads its :data:`_CONSTANT_INPUTS` from initializers or Constant nodes."""
+def replayable(model: Any, initializers: Iterable[str]) -> bool:
+    """Whether every node of ``model`` (an ``onnx.ModelProto``) computes a static value
+    or is of a type in :data:`REPLAYABLE` reading its :data:`STATIC_INPUTS` from static
+    values (see the module's notes); ``initializers`` names the initializers whose
+    values stay as they are (all of them for inference)."""
     nodes = model.graph.node
-    constants = set(initializers) | {nd.output[0] for nd in nodes if nd.op_type == "Constant" and nd.output}
+    static = set(initializers)
     for nd in nodes:
-        if nd.domain not in ("", "ai.onnx") or nd.op_type not in REPLAYABLE:
+        if nd.domain not in ("", "ai.onnx") or nd.op_type in RANDOM or _has_subgraph(nd):
             return False
-        for i in _CONSTANT_INPUTS.get(nd.op_type, ()):
-            if i < len(nd.input) and nd.input[i] and nd.input[i] not in constants:
-                return False
+        outs = [o for o in nd.output if o]
+        if nd.op_type in ("Shape", "Size") or all(i in static for i in nd.input if i):
+            static.update(outs)
+        elif not _replays(nd, outs, static):
+            return False
     return True
+
+
+def _replays(nd: Any, outs: list, static: set) -> bool:
+    if nd.op_type not in REPLAYABLE or (nd.op_type in _ONE_OUTPUT and len(outs) > 1):
+        return False
+    reads = [nd.input[i] for i in STATIC_INPUTS.get(nd.op_type, ()) if i < len(nd.input)]
+    return all(not name or name in static for name in reads)
+
+
+def _has_subgraph(nd: Any) -> bool:
+    return any(a.HasField("g") or len(a.graphs) for a in nd.attribute)
 
 
 class ReplayCache:

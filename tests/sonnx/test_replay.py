@@ -87,6 +87,45 @@ CASES = {
     "Sub": lambda: one_node("Sub", inits=[init("B", f32(6))], extra_inputs=["B"]),
     "Tanh": lambda: one_node("Tanh"),
     "Transpose": lambda: one_node("Transpose", attrs={"perm": [0, 2, 3, 1]}),
+    "Einsum": lambda: one_node(
+        "Einsum", (2, 5), inits=[init("W", f32(5, 3))], extra_inputs=["W"], attrs={"equation": "ij,jk->ik"}
+    ),
+    "Erf": lambda: one_node("Erf"),
+    "Gather": lambda: one_node(
+        "Gather",
+        inits=[init("I", np.array([[2, 0], [1, 1]], np.int64))],
+        extra_inputs=["I"],
+        attrs={"axis": 2},
+    ),
+    "HardSigmoid": lambda: one_node("HardSigmoid", attrs={"alpha": 0.3}),
+    "HardSwish": lambda: one_node("HardSwish"),
+    "LayerNormalization": lambda: one_node(
+        "LayerNormalization", inits=[init("g", f32(6)), init("b", f32(6))], extra_inputs=["g", "b"]
+    ),
+    "Pad": lambda: one_node(
+        "Pad", inits=[init("P", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64))], extra_inputs=["P"]
+    ),
+    "ReduceMean": lambda: one_node("ReduceMean", attrs={"axes": [1, 3], "keepdims": 0}),
+    "Resize": lambda: one_node(
+        "Resize",
+        inits=[init("s", np.array([1, 1, 2, 1.5], np.float32))],
+        extra_inputs=["", "s"],
+        attrs={"mode": "linear"},
+    ),
+    "Slice": lambda: one_node(
+        "Slice",
+        inits=[
+            init(n, np.array(v, np.int64))
+            for n, v in (("st", [1, 0]), ("en", [6, 5]), ("ax", [2, 3]), ("sp", [2, 1]))
+        ],
+        extra_inputs=["st", "en", "ax", "sp"],
+    ),
+    "Squeeze": lambda: one_node(
+        "Squeeze", (2, 1, 6, 6), inits=[init("A", np.array([1], np.int64))], extra_inputs=["A"]
+    ),
+    "Unsqueeze": lambda: one_node(
+        "Unsqueeze", inits=[init("A", np.array([0, 3], np.int64))], extra_inputs=["A"]
+    ),
 }
 
 
@@ -178,22 +217,65 @@ def test_replaced_parameter_array_retraces_and_clear_forgets(tmp_path):
     np.testing.assert_allclose(rep.run([x])[0], before, rtol=1e-5, atol=1e-6)
 
 
+def _two_inputs(nodes, second):
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 6]), second],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def test_graphs_with_other_operators_run_node_by_node():
-    shape_node = helper.make_node("Shape", ["X"], ["S"])
-    m, _ = one_node("Reshape", (2, 6), extra_inputs=["S"], nodes_before=[shape_node])
+    m, _ = one_node("TopK", (2, 6), inits=[init("K", np.array([3], np.int64))], extra_inputs=["K"])
+    m.graph.output.extend([helper.make_tensor_value_info("I", TensorProto.INT64, None)])
+    m.graph.node[0].output.append("I")
     rep = sonnx.prepare(m)
     x = f32(2, 6)
-    np.testing.assert_array_equal(rep.run([x])[0], x)
+    np.testing.assert_array_equal(rep.run([x])[0], -np.sort(-x, axis=1)[:, :3])
     assert not rep.replays.enabled and rep.replays.traces == 0
 
 
-def test_reshape_with_a_computed_shape_is_not_replayed():
+def test_a_shape_read_from_data_is_not_replayed():
+    s = helper.make_tensor_value_info("S", TensorProto.INT64, [2])
+    m = _two_inputs([helper.make_node("Reshape", ["X", "S"], ["Y"])], s)
+    assert not sonnx.prepare(m).replays.enabled
+    m = _two_inputs(
+        [helper.make_node("Identity", ["S"], ["T"]), helper.make_node("Reshape", ["X", "T"], ["Y"])], s
+    )
+    assert not sonnx.prepare(m).replays.enabled
+
+
+def test_shapes_computed_from_shapes_are_static_and_replayed():
+    """Shape -> Gather -> Concat -> Reshape (what torch.onnx writes for x.view(n, -1)):
+    the same for every run of a signature, so the trace may freeze it; a new batch size
+    is a new signature, traced anew."""
+    nodes = [
+        helper.make_node("Shape", ["X"], ["S"]),
+        helper.make_node("Constant", [], ["Z"], value=init("z", np.array(0, np.int64))),
+        helper.make_node("Gather", ["S", "Z"], ["N"], axis=0),
+        helper.make_node("Unsqueeze", ["N", "A"], ["N1"]),
+        helper.make_node("Concat", ["N1", "M"], ["T"], axis=0),
+        helper.make_node("Reshape", ["X", "T"], ["R"]),
+        helper.make_node("Slice", ["R", "st", "en"], ["Y"]),
+    ]
+    inits = [init("A", np.array([0], np.int64)), init("M", np.array([-1], np.int64))]
+    inits += [init("st", np.array([0, 1], np.int64)), init("en", np.array([9, 30], np.int64))]
+    m, _ = one_node("Identity", (2, 3, 2, 2), inits=inits, nodes_before=nodes[:-1])
+    m.graph.node[-1].CopyFrom(nodes[-1])
+    rep, eager = sonnx.prepare(m), sonnx.prepare(m, use_graph=False)
+    assert rep.replays.enabled
+    for n in (2, 2, 5, 5, 2):
+        x = f32(n, 3, 2, 2)
+        np.testing.assert_array_equal(rep.run([x])[0], eager.run([x])[0])
+        np.testing.assert_array_equal(rep.run([x])[0], x.reshape(n, -1)[:, 1:])
+    assert rep.replays.traces == 2
+
+
+def test_random_operators_and_subgraphs_are_never_replayed():
     m, _ = one_node(
-        "Reshape",
-        (2, 6),
-        inits=[init("S0", np.array([3, 4], np.int64))],
-        extra_inputs=["S"],
-        nodes_before=[helper.make_node("Identity", ["S0"], ["S"])],
+        "Add", extra_inputs=["R"], nodes_before=[helper.make_node("RandomNormal", [], ["R"], shape=[6])]
     )
     assert not sonnx.prepare(m).replays.enabled
 
@@ -261,3 +343,45 @@ def test_prepared_3x3_conv_runs_as_winograd_unless_folding_is_off():
     exact = sonnx.prepare(model, fold_batchnorm=False)
     np.testing.assert_array_equal(exact.run([x])[0], sonnx.prepare(model, use_graph=False).run([x])[0])
     assert exact.replays.fusions() == {}
+
+
+def test_sonnx_model_keeps_graph_mode_off_where_a_trace_would_freeze_data():
+    """Training graph mode traces too: a graph reading indices from data (TopK's, for a
+    Gather) runs eagerly, with a warning, and follows each new input; a replayable graph
+    keeps graph mode."""
+    nodes = [
+        helper.make_node("TopK", ["X", "K"], ["V", "I"], axis=1),
+        helper.make_node("Gather", ["W", "I"], ["G"], axis=0),
+        helper.make_node("Add", ["V", "G"], ["Y"]),
+    ]
+    m, _ = one_node("Identity", (2, 6), inits=[init("K", np.array([3], np.int64)), init("W", f32(6))])
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    model = sonnx.SONNXModel(m)
+    x0 = Tensor(data=f32(2, 6))
+    with pytest.warns(RuntimeWarning, match="graph mode stays off"):
+        model.compile([x0], is_train=False, use_graph=True)
+    assert not model.graph_mode
+    w = model.params[next(iter(model.params))].to_numpy()
+    for _ in range(2):
+        x = f32(2, 6)
+        idx = np.argsort(-x, axis=1, kind="stable")[:, :3]
+        want = np.take_along_axis(x, idx, 1) + w[idx]
+        np.testing.assert_allclose(model(Tensor(data=x))[0].to_numpy(), want, rtol=1e-6)
+    plain, _ = CASES["Slice"]()
+    kept = sonnx.SONNXModel(plain)
+    kept.compile([Tensor(data=f32(*X4))], is_train=False, use_graph=True)
+    assert kept.graph_mode
+
+
+@pytest.mark.parametrize("op", ["LayerNormalization", "BatchNormalization"])
+def test_statistics_outputs_are_not_replayed(op):
+    """LayerNormalization's mean / inverse deviation and BatchNormalization's training
+    statistics are computed outside the recorded operators: with them the graph runs
+    node by node (ONNX's node cases found both frozen in a trace)."""
+    m, _ = CASES[op]()
+    assert sonnx.prepare(m).replays.enabled
+    m.graph.node[-1].output.extend(["M", "V"])
+    if op == "BatchNormalization":
+        m.graph.node[-1].attribute.extend([helper.make_attribute("training_mode", 1)])
+    assert not sonnx.prepare(m).replays.enabled
