@@ -125,15 +125,17 @@ def run_blocks(
     pause: float = 0.3,
     timings: dict | None = None,
 ) -> dict:
-    """The blocks method: ``reps`` rounds; in each, for every key of ``steps`` in turn,
-    sleep ``pause`` seconds, run ``warmup`` untimed steps, then time a block of
+    """The blocks method: ``reps`` rounds; in each, for every key of ``steps`` in turn
+    (in reverse order every other round, so that no side always runs after the same
+    one), sleep ``pause`` seconds, run ``warmup`` untimed steps, then time a block of
     ``block`` (or ``block(key)``) single steps. Returns key -> :class:`Timing`
     (``timings`` may hold the first-step times already)."""
     out = timings if timings is not None else {}
     for key in steps:
         out.setdefault(key, Timing())
-    for _ in range(reps):
-        for key, step in steps.items():
+    items = list(steps.items())
+    for rnd in range(reps):
+        for key, step in items if rnd % 2 == 0 else items[::-1]:
             time.sleep(pause)
             for _ in range(warmup):
                 step()
