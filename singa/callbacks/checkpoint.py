@@ -151,6 +151,9 @@ class ModelCheckpoint(Callback):
         loader = self.params.get("loader")
         if loader is not None and callable(getattr(loader, "state_dict", None)):
             aux[LOADER_STATE_KEY] = loader.state_dict()
+        accumulator = self.params.get("accumulator")
+        if accumulator is not None:  # an update in progress (fit(..., accumulate=k))
+            aux.update(accumulator.checkpoint_aux())
         return aux
 
     def _remember(self, path: str, value: float | None) -> None:

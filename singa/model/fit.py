@@ -174,7 +174,9 @@ class FitLoop:
         self.validation_data, self.validation_steps = validation_data, validation_steps
         self.steps = steps_per_epoch if steps_per_epoch is not None else num_batches(data)
         self.limit = steps_per_epoch
-        self.accumulator = GradientAccumulator(model.optimizer, accumulate) if accumulate != 1 else None
+        self.accumulator = (
+            GradientAccumulator(model.optimizer, accumulate, model.get_params) if accumulate != 1 else None
+        )
         self.metric_names, self.loss = metrics, loss
         self.use_graph = use_graph
         self.history = History()
@@ -308,6 +310,7 @@ class FitLoop:
             "accumulate": self.accumulate,
             "planned_batches": planned,
             "loader": self.data,
+            "accumulator": self.accumulator,
             "callbacks": self.callbacks.callbacks,
         }
 

@@ -18,13 +18,20 @@ batch statistics (BatchNorm normalises each micro-batch by its own statistics).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 from singa.autograd import engine
 from singa.opt.dist import DistOpt
 from singa.tensor import Tensor
 
-__all__ = ["GradientAccumulator"]
+__all__ = ["GradientAccumulator", "ACCUMULATOR_KEY"]
+
+#: the aux-state key of an accumulation in progress (``{"k": ..., "pending": ...}``);
+#: the partial sums go under ``ACCUMULATOR_KEY + "." + parameter name``
+ACCUMULATOR_KEY = "singa_accumulate"
 
 
 def _add_into(buf: Any, g: Any) -> None:
@@ -94,9 +101,14 @@ class GradientAccumulator:
 
     Raises ValueError for optimizers whose step does more than update each parameter
     (data-parallel :class:`~singa.opt.DistOpt`, a loss scaler, gradient clipping).
+    ``named_params`` (the model's ``get_params``) names the sums for checkpoints:
+    :meth:`checkpoint_aux` / :meth:`load_aux` carry an accumulation in progress over a
+    mid-epoch save and resume.
     """
 
-    def __init__(self, optimizer: Any, k: int):
+    def __init__(
+        self, optimizer: Any, k: int, named_params: Callable[[], Mapping[str, Tensor]] | None = None
+    ):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"accumulate must be an int >= 1, got {k!r}")
         if isinstance(optimizer, DistOpt):
@@ -107,6 +119,8 @@ class GradientAccumulator:
             raise ValueError("accumulate > 1 does not support clip_norm yet")
         self.optimizer = optimizer
         self.k = k
+        self.named_params = named_params
+        self._restored: dict[str, np.ndarray] = {}
         self.pending = 0
         self.buffers: dict[Tensor, Any] = {}
         self._collect = _Phase(self, None)
@@ -118,6 +132,8 @@ class GradientAccumulator:
         if buf is None:
             buf = self.buffers[param] = param.data.copy()
             buf.fill(0)
+            if self._restored:  # a resumed update in progress (load_aux)
+                self._restore_into(param, buf)
         return buf
 
     def phase(self, last_of_epoch: bool = False) -> _Phase:
@@ -133,3 +149,53 @@ class GradientAccumulator:
         if n not in self._apply:
             self._apply[n] = _Phase(self, n)
         return self._apply[n]
+
+    def checkpoint_aux(self) -> dict:
+        """Aux states for a checkpoint: how many batches of the update in progress are
+        summed, and (when any) their sums by parameter name."""
+        aux: dict = {ACCUMULATOR_KEY: {"k": self.k, "pending": self.pending}}
+        if self.pending:
+            names = {id(t): n for n, t in self._params().items()}
+            for p, buf in self.buffers.items():
+                aux[f"{ACCUMULATOR_KEY}.{names[id(p)]}"] = buf.copy()
+        return aux
+
+    def load_aux(self, aux: Mapping) -> None:
+        """Continue the update in progress stored by :meth:`checkpoint_aux` in a
+        checkpoint's aux states (what ``load_states`` returned; nothing when it holds
+        none). The sums go into the buffers now, or when the parameters exist (a model
+        built on its first batch). Raises ValueError, before changing anything, for a
+        checkpoint summing another number of batches per update."""
+        state = aux.get(ACCUMULATOR_KEY)
+        pending = int(state["pending"]) if isinstance(state, Mapping) else 0
+        if not pending:
+            return
+        if int(state["k"]) != self.k:
+            raise ValueError(
+                f"the checkpoint is {pending} batches into an update of {state['k']} batches; "
+                f"this run accumulates {self.k}: resume with the same accumulate"
+            )
+        prefix = ACCUMULATOR_KEY + "."
+        self._restored = {
+            k[len(prefix) :]: np.asarray(v.to_numpy() if isinstance(v, Tensor) else v)
+            for k, v in aux.items()
+            if k.startswith(prefix)
+        }
+        self.pending = pending
+        for name, p in self._params().items():
+            if name in self._restored:  # parameters that exist already (others: on creation)
+                self.buffer(p)
+
+    def _restore_into(self, param: Tensor, buf: Any) -> None:
+        names = {id(t): n for n, t in self._params().items()}
+        arr = self._restored.pop(names.get(id(param), ""), None)
+        if arr is None:
+            return
+        if arr.shape != tuple(param.shape):
+            raise ValueError(f"accumulated sum: shape {arr.shape}, its parameter's {param.shape}")
+        buf[...] = param.device.xp.asarray(arr, dtype=buf.dtype)
+
+    def _params(self) -> Mapping[str, Tensor]:
+        if self.named_params is None:
+            raise ValueError("GradientAccumulator: no named_params to name the sums by")
+        return self.named_params()

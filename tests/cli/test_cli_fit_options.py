@@ -83,6 +83,23 @@ def test_accumulate_equals_the_larger_batch(run, tmp_path):
         np.testing.assert_allclose(xa[k], xb[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+@pytest.mark.parametrize("stop", [13, 14])
+def test_accumulate_resumes_mid_update_bitwise(run, tmp_path, stop):
+    """--accumulate 3 stopped 1 or 2 batches into an update: the checkpoint holds the
+    partial sums (and says how many batches they hold), and the resumed run ends with
+    the uninterrupted run's bits."""
+    common = [*TINY, "--epochs", "2", "--seed", "3", "--accumulate", "3"]
+    assert run(*common, "--checkpoint", "full.zip").exit_code == 0
+    r = run(*common, "--checkpoint", "part.zip", "--max-steps", str(stop))
+    assert r.exit_code == 0, r.output + r.stderr
+    saved = checkpoint.read_arrays(str(tmp_path / "part.zip"))
+    sums = [k for k in saved if k.startswith("singa_accumulate.")]
+    assert sums and all(np.any(saved[k] != 0) for k in sums)
+    r = run("--resume", "part.zip")
+    assert r.exit_code == 0, r.output + r.stderr
+    assert_same_arrays(tmp_path / "full.zip", tmp_path / "part.zip")
+
+
 def test_accumulate_refuses_mixed_precision(run):
     r = run(*TINY, "--accumulate", "2", "--precision", "mixed")
     assert r.exit_code == 2 and "--accumulate does not work with --precision mixed" in r.stderr

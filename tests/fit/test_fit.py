@@ -67,6 +67,41 @@ def test_accumulate_refuses_what_it_cannot_do():
         made().fit(x, y, accumulate=0, verbose=0)
 
 
+def test_an_update_in_progress_goes_through_a_checkpoint(tmp_path):
+    """ModelCheckpoint(every_n_steps) 2 batches into an update of 3 stores the partial
+    sums; a FitLoop given them (``accumulator.load_aux``) ends like the uninterrupted
+    run; a checkpoint of another accumulate is refused before anything changes."""
+    from singa.model.fit import FitLoop
+    from singa.opt.accumulate import ACCUMULATOR_KEY
+
+    x, y = classification(96)  # 6 batches of 16
+    whole = made()
+    whole.fit(x, y, batch_size=16, epochs=1, shuffle=False, accumulate=3, verbose=0)
+
+    class StopAt2(callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            self.model.stop_training = step == 1
+
+    first = made()
+    ck = callbacks.ModelCheckpoint(str(tmp_path / "ck-{step}.zip"), every_n_steps=2)
+    cbs = [ck, StopAt2()]
+    first.fit(x, y, batch_size=16, epochs=1, shuffle=False, accumulate=3, verbose=0, callbacks=cbs)
+    second = made()
+    aux = second.load_states(str(tmp_path / "ck-2.zip"))
+    assert aux[ACCUMULATOR_KEY] == {"k": 3, "pending": 2}
+    loop = FitLoop(second, ArrayBatches(x, y, 16), accumulate=3, verbose=0)
+    loop.initial_batch = 2
+    with pytest.raises(ValueError, match="this run accumulates 3"):
+        loop.accumulator.load_aux({**aux, ACCUMULATOR_KEY: {"k": 4, "pending": 2}})
+    assert loop.accumulator.pending == 0 and not loop.accumulator.buffers
+    loop.accumulator.load_aux(aux)
+    loop.run()
+    want, got = params(whole), params(second)
+    assert sorted(want) == sorted(got)
+    for k in want:
+        np.testing.assert_array_equal(want[k], got[k], err_msg=k)
+
+
 def test_evaluate_metrics_equal_numpy_on_the_whole_set():
     x, y = classification(103)  # 103 = 6 * 16 + 7: the last batch is smaller
     m = made()
