@@ -272,6 +272,9 @@ def build_loop(trainer: Any, state: Any, run: CliRun, extra: list) -> FitLoop:
     key = "accuracy" if trainer.target is None else "mae"
     loop.initial_sums = {"loss": [state.loss_sum, state.seen], key: [float(state.correct), state.seen]}
     loop.evaluator = trainer.validate
+    if loop.accumulator is not None:  # --accumulate: continue an update in progress at the save
+        loop.accumulator.load_aux(trainer.resumed_aux)
+        trainer.aux_callbacks = [*trainer.aux_callbacks, loop.accumulator]
     run.loop = loop
     return loop
 

@@ -395,9 +395,6 @@ class Trainer:
         extra = option_callbacks(cfg, self.dist.is_main)
         self.aux_callbacks = fit_run.continued(extra, self.resumed_aux)
         loop = build_loop(self, state, run, extra)
-        if loop.accumulator is not None:  # --accumulate: an update in progress at the save
-            loop.accumulator.load_aux(self.resumed_aux)
-            self.aux_callbacks = [*self.aux_callbacks, loop.accumulator]
         self.model.train()
         with self.flag.active():
             try:
