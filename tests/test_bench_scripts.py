@@ -32,7 +32,8 @@ def test_run_blocks_counts_steps_and_alternates():
     timings = _harness.run_blocks(steps, reps=2, block=lambda key: 3 if key == "a" else 2, warmup=1, pause=0)
     assert len(timings["a"].wall) == 6 and len(timings["a"].cpu) == 6
     assert len(timings["b"].wall) == 4
-    assert calls == (["a"] * 4 + ["b"] * 3) * 2  # blocks alternate, warm-up step first
+    # blocks alternate, warm-up step first; every other round runs the sides in reverse
+    assert calls == ["a"] * 4 + ["b"] * 3 + ["b"] * 3 + ["a"] * 4
 
 
 def test_child_reports_its_own_peak_rss():
