@@ -96,6 +96,20 @@ class _Phase:
     __call__ = backward_and_update
 
 
+def _in_progress(state: Any) -> tuple[int, int]:
+    """``(pending, k)`` of a checkpoint's accumulation entry ((0, 0) without one)."""
+    if state is None:
+        return 0, 0
+    ok = isinstance(state, Mapping) and all(
+        type(state.get(key)) is int and state[key] >= 0 for key in ("k", "pending")
+    )
+    if not ok or state["pending"] >= max(state["k"], 1):
+        raise ValueError(
+            f"aux state {ACCUMULATOR_KEY!r} must be {{'k': int, 'pending': int < k}}, got {state!r}"
+        )
+    return state["pending"], state["k"]
+
+
 class GradientAccumulator:
     """Accumulate the gradients of ``k`` batches into one update of ``optimizer``.
 
@@ -166,13 +180,12 @@ class GradientAccumulator:
         none). The sums go into the buffers now, or when the parameters exist (a model
         built on its first batch). Raises ValueError, before changing anything, for a
         checkpoint summing another number of batches per update."""
-        state = aux.get(ACCUMULATOR_KEY)
-        pending = int(state["pending"]) if isinstance(state, Mapping) else 0
+        pending, k = _in_progress(aux.get(ACCUMULATOR_KEY))
         if not pending:
             return
-        if int(state["k"]) != self.k:
+        if k != self.k:
             raise ValueError(
-                f"the checkpoint is {pending} batches into an update of {state['k']} batches; "
+                f"the checkpoint is {pending} batches into an update of {k} batches; "
                 f"this run accumulates {self.k}: resume with the same accumulate"
             )
         prefix = ACCUMULATOR_KEY + "."

@@ -93,6 +93,9 @@ def test_an_update_in_progress_goes_through_a_checkpoint(tmp_path):
     loop.initial_batch = 2
     with pytest.raises(ValueError, match="this run accumulates 3"):
         loop.accumulator.load_aux({**aux, ACCUMULATOR_KEY: {"k": 4, "pending": 2}})
+    for bad in ({"k": 3}, {"k": 3, "pending": 3}, {"k": "3", "pending": 1}, [3, 1]):
+        with pytest.raises(ValueError, match="must be"):
+            loop.accumulator.load_aux({**aux, ACCUMULATOR_KEY: bad})
     assert loop.accumulator.pending == 0 and not loop.accumulator.buffers
     loop.accumulator.load_aux(aux)
     loop.run()
