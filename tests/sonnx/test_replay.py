@@ -22,7 +22,7 @@ def f32(*shape, low=-1.0):
     return (RNG.random(shape) * (1 - low) + low).astype(np.float32)
 
 
-def one_node(op, shape=X4, inits=(), attrs=None, extra_inputs=(), out_shape=None, nodes_before=()):
+def one_node(op, shape=X4, inits=(), attrs=None, extra_inputs=(), out_shape=None, nodes_before=(), opset=13):
     """A graph X -> op(X, *extra_inputs) -> Y with the given initializers."""
     node = helper.make_node(op, ["X", *extra_inputs], ["Y"], **(attrs or {}))
     g = helper.make_graph(
@@ -32,7 +32,7 @@ def one_node(op, shape=X4, inits=(), attrs=None, extra_inputs=(), out_shape=None
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
         list(inits),
     )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), shape
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), shape
 
 
 #: one small graph per replayable operator type: (model, input shape)
@@ -126,7 +126,38 @@ CASES = {
     "Unsqueeze": lambda: one_node(
         "Unsqueeze", inits=[init("A", np.array([0, 3], np.int64))], extra_inputs=["A"]
     ),
+    "Abs": lambda: one_node("Abs"),
+    "Cast": lambda: one_node("Cast", attrs={"to": TensorProto.DOUBLE}),
+    "Exp": lambda: one_node("Exp"),
+    "Expand": lambda: one_node(
+        "Expand", (2, 3, 1, 6), inits=[init("S", np.array([2, 3, 4, 6], np.int64))], extra_inputs=["S"]
+    ),
+    "Gelu": lambda: one_node("Gelu", opset=20),
+    "Log": lambda: one_node("Log"),  # NaN where X < 0 on both sides
+    "Max": lambda: one_node("Max", inits=[init("B", f32(6))], extra_inputs=["B"]),
+    "Min": lambda: one_node("Min", inits=[init("B", f32(6))], extra_inputs=["B"]),
+    "Neg": lambda: one_node("Neg"),
+    "Pow": lambda: one_node("Pow", inits=[init("E", np.float32(2.0))], extra_inputs=["E"]),
+    "ReduceMax": lambda: one_node("ReduceMax", attrs={"axes": [2], "keepdims": 1}),
+    "ReduceSum": lambda: one_node(
+        "ReduceSum", inits=[init("A", np.array([1, 3], np.int64))], extra_inputs=["A"]
+    ),
+    "Softplus": lambda: one_node("Softplus"),
+    "Split": lambda: one_node(
+        "Split", inits=[init("P", np.array([2, 4], np.int64))], extra_inputs=["P"], attrs={"axis": 3}
+    ),
+    "Sqrt": lambda: one_node("Sqrt"),  # NaN where X < 0 on both sides
+    "Tile": lambda: one_node("Tile", inits=[init("R", np.array([1, 2, 1, 3], np.int64))], extra_inputs=["R"]),
+    "Where": lambda: _where(),
 }
+
+
+def _where():
+    m, shape = one_node(
+        "Where", inits=[init("C", RNG.random(6) > 0.5), init("B", f32(6))], extra_inputs=["X", "B"]
+    )
+    m.graph.node[-1].input[0] = "C"  # Where(C, X, B): the condition first, X the data
+    return m, shape
 
 
 def test_every_replayable_operator_has_a_case():

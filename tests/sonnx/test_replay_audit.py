@@ -77,6 +77,10 @@ def test_sonnx_model_graph_mode_follows_new_inputs():
             continue
         eager, traced = sonnx.SONNXModel(m), sonnx.SONNXModel(m)
         eager.eval()
+        try:
+            _outputs(eager, ins)
+        except (TypeError, ValueError):  # a case the model's forward refuses (dtype mixes)
+            continue
         traced.compile([Tensor(data=a) for a in ins], is_train=False, use_graph=True)
         assert traced.graph_mode
         checked += 1
