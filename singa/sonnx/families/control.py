@@ -15,6 +15,8 @@ declare only what they add (Scan's slicing and stacking) and are marked
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from singa import autograd
@@ -92,18 +94,26 @@ def handle_scan(ctx: NodeContext, xs: list) -> list:
     slices = [_scan_slices(x, a, bool(d)) for x, a, d in zip(seqs, in_axes, in_dirs)]
     k = len(body.output_names) - n
     out_axes, out_dirs = _axes(ctx, "scan_output_axes", k), _axes(ctx, "scan_output_directions", k)
-    outs: list[list] = [[] for _ in range(k)]
-    for step in zip(*slices):
-        ys = body.run([*state, *step], ctx.scope, ctx.training)
-        state = list(ys[:n])
-        for j, y in enumerate(ys[n:]):
-            outs[j].append(y)
+    state, outs = _scan_steps(ctx, body, state, slices, k)
     stacked = []
     for j, items in enumerate(outs):
         items = items[::-1] if out_dirs[j] else items
         axis = out_axes[j] % (items[0].ndim() + 1) if items else 0
         stacked.append(_stack(ctx, items, axis))
     return state + stacked
+
+
+def _scan_steps(ctx: NodeContext, body: Any, state: list, slices: list, k: int) -> tuple[list, list]:
+    """Run ``body`` once per step of the zipped ``slices``, carrying ``state``; returns
+    the final states and the ``k`` scan outputs' per-step lists."""
+    n = len(state)
+    outs: list[list] = [[] for _ in range(k)]
+    for step in zip(*slices):
+        ys = body.run([*state, *step], ctx.scope, ctx.training)
+        state = list(ys[:n])
+        for j, y in enumerate(ys[n:]):
+            outs[j].append(y)
+    return state, outs
 
 
 def _row(x: Tensor, b: int) -> Tensor:
@@ -143,12 +153,7 @@ def handle_scan8(ctx: NodeContext, xs: list) -> list:
             _scan_slices(autograd.slice(_row(x, b), [0], [lengths[b]], [0]), 0, bool(d))
             for x, d in zip(seqs, dirs)
         ]
-        outs: list[list] = [[] for _ in range(k)]
-        for step in zip(*slices):
-            ys = body.run([*state, *step], ctx.scope, ctx.training)
-            state = list(ys[:n])
-            for j, y in enumerate(ys[n:]):
-                outs[j].append(y)
+        state, outs = _scan_steps(ctx, body, state, slices, k)
         for i, t in enumerate(state):
             finals[i].append(t)
         for j, items in enumerate(outs):
