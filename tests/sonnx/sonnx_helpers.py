@@ -182,3 +182,16 @@ def case_value(v):
     if isinstance(v, onnx.OptionalProto):
         return case_value(numpy_helper.to_optional(v))
     return v
+
+
+def bilinear(img: np.ndarray, y: float, x: float) -> float:
+    """A 2-D image at real pixel coordinates (y, x), bilinear, zeros outside: the
+    scalar twin of GridSample and DeformConv's sampling."""
+    h, w = img.shape
+    y0, x0 = int(np.floor(y)), int(np.floor(x))
+    total = 0.0
+    for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+        for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+            if 0 <= yy < h and 0 <= xx < w:
+                total += wy * wx * img[yy, xx]
+    return total

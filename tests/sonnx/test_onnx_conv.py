@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sonnx_helpers import check_export, handler_fn, param, rand, run_node_model
+from sonnx_helpers import bilinear, check_export, handler_fn, param, rand, run_node_model
 
 from singa import autograd
 from singa.autograd.gradcheck import gradcheck
@@ -66,18 +66,6 @@ def test_causal_conv_with_state_refuses_a_full_kernel():
 # ----- DeformConv (import, opset 19) ----------------------------------------------------------
 
 
-def _bilinear(img, y, x):
-    """img (H, W) at real (y, x), zeros outside, as GridSample with aligned corners."""
-    h, w = img.shape
-    y0, x0 = int(np.floor(y)), int(np.floor(x))
-    total = 0.0
-    for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
-        for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
-            if 0 <= yy < h and 0 <= xx < w:
-                total += wy * wx * img[yy, xx]
-    return total
-
-
 def _deform_numpy(x, w, off, b, mask, stride, pad, group, og):
     n, c, _, _ = x.shape
     oc, cg, kh, kw = w.shape
@@ -91,7 +79,7 @@ def _deform_numpy(x, w, off, b, mask, stride, pad, group, og):
         gi = ci // (c // og)
         py = i * stride - pad + a + off[bi, gi, a, e, 0, i, j]
         px = j * stride - pad + e + off[bi, gi, a, e, 1, i, j]
-        y[bi, o, i, j] += w[o, ci % cg, a, e] * mask[bi, gi, a, e, i, j] * _bilinear(x[bi, ci], py, px)
+        y[bi, o, i, j] += w[o, ci % cg, a, e] * mask[bi, gi, a, e, i, j] * bilinear(x[bi, ci], py, px)
     return y
 
 

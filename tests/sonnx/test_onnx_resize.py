@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from sonnx_helpers import (
+    bilinear,
     check_export,
     op_types,
     ort_node_model,
@@ -113,14 +114,7 @@ def test_affine_grid_matches_formula_and_gradcheck(align):
 def _bilinear_zeros(img, gx, gy):
     """Bilinear sampling of a 2-D image at normalised (gx, gy), align_corners=0, zero padding."""
     h, w = img.shape
-    x, y = ((gx + 1) * w - 1) / 2, ((gy + 1) * h - 1) / 2
-    x0, y0 = int(np.floor(x)), int(np.floor(y))
-    total = 0.0
-    for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
-        for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
-            if 0 <= yy < h and 0 <= xx < w:
-                total += wy * wx * img[yy, xx]
-    return total
+    return bilinear(img, ((gy + 1) * h - 1) / 2, ((gx + 1) * w - 1) / 2)
 
 
 def test_grid_sample_bilinear_matches_loops_and_gradcheck():
