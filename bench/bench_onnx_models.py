@@ -37,12 +37,13 @@ def measure(name: str, proto, reps: int, threads: int) -> dict:
     """One table row: load time and our/onnxruntime inference times at batch 1 and 16."""
     import numpy as np
     import onnxruntime as ort
+    import stored_graphs
 
     from singa import sonnx
 
     data = proto.SerializeToString()
     opset = max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
-    shape = tuple(d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim[1:])
+    shape = stored_graphs.input_shape(proto)
     t0 = time.perf_counter()
     rep = sonnx.prepare(proto)
     load_ms = (time.perf_counter() - t0) * 1e3

@@ -68,10 +68,20 @@ def save(model: onnx.ModelProto, path: str) -> None:
         f.write(strip(model).SerializeToString())
 
 
-def load(name: str, seed: int = 0) -> onnx.ModelProto:
-    """The stored graph ``name`` (``data/torchvision/<name>.onnx.gz``) with weights filled."""
+def read(name: str) -> onnx.ModelProto:
+    """The stored graph ``name`` (``data/torchvision/<name>.onnx.gz``) as stored (stripped)."""
     with gzip.open(os.path.join(DIR, f"{name}.onnx.gz"), "rb") as f:
-        return fill(onnx.load_from_string(f.read()), seed)
+        return onnx.load_from_string(f.read())
+
+
+def load(name: str, seed: int = 0) -> onnx.ModelProto:
+    """The stored graph ``name`` with its weights filled."""
+    return fill(read(name), seed)
+
+
+def input_shape(model: onnx.ModelProto) -> tuple:
+    """The first graph input's shape without its (dynamic) batch axis."""
+    return tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:])
 
 
 def names() -> list[str]:

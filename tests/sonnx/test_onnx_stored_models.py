@@ -7,9 +7,7 @@ batch 1 and 2, and an imported ResNet-18 fine-tunes with its loss going down. Th
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 
 import numpy as np
 import onnx
@@ -28,11 +26,6 @@ EXPECTED = {
 }  # fmt: skip
 
 
-def _input_shape(model: onnx.ModelProto) -> tuple:
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    return tuple(d.dim_value for d in dims[1:])
-
-
 def _params(names):
     return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
 
@@ -44,7 +37,7 @@ def test_every_model_is_stored():
 @pytest.mark.parametrize("name", _params(sorted(EXPECTED)))
 def test_stored_model_matches_onnxruntime(name):
     model = stored_graphs.load(name)
-    shape = _input_shape(model)
+    shape = stored_graphs.input_shape(model)
     sess, rep = session(model), sonnx.prepare(model)
     for n in (1, 2):
         x = np.random.default_rng(n).standard_normal((n, *shape)).astype(np.float32)
@@ -60,7 +53,7 @@ def test_stored_model_matches_onnxruntime(name):
 
 
 def test_fill_keeps_small_initializers_and_the_statistics():
-    stripped = onnx.load_from_string(_stored_bytes("resnet18"))
+    stripped = stored_graphs.read("resnet18")
     kept = [i for i in stripped.graph.initializer if not i.doc_string.startswith(stored_graphs.MARK)]
     emptied = [i for i in stripped.graph.initializer if i.doc_string.startswith(stored_graphs.MARK)]
     assert kept and emptied and all(not i.raw_data for i in emptied)
@@ -79,18 +72,13 @@ def test_fill_keeps_small_initializers_and_the_statistics():
         assert abs(values.std() - stats["std"]) <= 0.25 * stats["std"] + 1e-6
 
 
-def _stored_bytes(name: str) -> bytes:
-    with gzip.open(os.path.join(stored_graphs.DIR, f"{name}.onnx.gz"), "rb") as f:
-        return f.read()
-
-
 def test_an_imported_torchvision_resnet18_fine_tunes():
     model = stored_graphs.load("resnet18")
     m = sonnx.SONNXModel(model)
     m.set_optimizer(opt.SGD(lr=0.001, momentum=0.9))
     m.train()
     rng = np.random.default_rng(3)
-    x = tensor.from_numpy(rng.standard_normal((4, *_input_shape(model))).astype(np.float32))
+    x = tensor.from_numpy(rng.standard_normal((4, *stored_graphs.input_shape(model))).astype(np.float32))
     y = tensor.from_numpy(np.array([1, 7, 3, 9]))
     losses = []
     for _ in range(5):
