@@ -10,7 +10,9 @@ That cache lives in the per-user cache folder (:func:`kernel_cache_dir`:
 never beside the installed package: files there outlive ``pip uninstall`` and leave a
 ``singa`` folder that shadows the next install. Kernels release the GIL,
 so batch slices may run on several threads (``im2col.split_batch``). numba has no
-float16 on the CPU: callers compute float16 arrays in float32.
+float16 on the CPU: callers compute float16 arrays in float32. Division follows numpy
+(``x / 0`` is inf or nan, never ``ZeroDivisionError``): Python's check is a branch in
+every loop that divides, and it keeps LLVM from vectorising the loop.
 """
 
 from __future__ import annotations
@@ -96,9 +98,9 @@ def _compile(fn: Callable) -> Callable:
     _register_helpers()
     folder = kernel_cache_dir()
     if not _writable(folder):  # no cache rather than one beside the package
-        return njit(nogil=True)(fn)
+        return njit(nogil=True, error_model="numpy")(fn)
     with _numba_cache_in(folder):
-        return njit(nogil=True, cache=True)(fn)
+        return njit(nogil=True, cache=True, error_model="numpy")(fn)
 
 
 def kernel(fn: Callable) -> Callable:
