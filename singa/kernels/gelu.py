@@ -23,7 +23,6 @@ import numpy as np
 
 from singa.kernels.jit import helper, kernel
 
-
 __all__ = ["gelu_exact", "gelu_exact_grad", "gelu_float32", "gelu_float32_grad", "erf_values"]
 
 # The forward writes Phi(x) too (into ``cdf``, an input array it fills), so that the
