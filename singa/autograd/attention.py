@@ -10,10 +10,15 @@ attend gives zeros (PyTorch's SDPA does the same), never NaN.
 Memory: the leading (batch, head) pairs are processed in blocks whose score blocks
 take at most :data:`BLOCK_BYTES`, so at most one such block of (L x S) scores (and its
 probabilities) exists at a time during the forward; the probabilities are kept for
-backward while all of them fit in :data:`KEEP_BYTES`, else only the per-row
-log-sum-exp is kept and each block is recomputed in backward (FlashAttention's
-trade: one more product for O(L) memory per row). Scores and softmax are computed in
-float32 for float16 inputs (and the products too, as matmul does on the CPU).
+backward while all of them fit in :data:`KEEP_BYTES`, else each block is recomputed
+in backward (FlashAttention's trade: one more product for no kept scores), with the
+same bits as in the forward. Scores and softmax are computed in float32 for float16
+inputs (and the products too, as matmul does on the CPU).
+
+On the CPU each block's (batch x head) rows are cut into pieces run on the workers
+(:mod:`singa.kernels.workers`; pieces depend on the sizes only, so one or two workers
+give the same bits), and float32 scores without a mask take the compiled row softmax
+of :mod:`singa.kernels.attention_rows` (a causal row stops at its diagonal).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import numpy as np
 
 from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.device import array_module
+from singa.kernels import workers
+from singa.kernels.attention_rows import softmax_rows, softmax_rows_grad
 from singa.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "masked_softmax"]
@@ -50,18 +57,16 @@ def causal_allowed(xp: Any, q_len: int, kv_len: int) -> Any:
     return xp.tril(xp.ones((q_len, kv_len), dtype=bool))
 
 
-def _softmax_rows(s: Any, xp: Any) -> tuple:
-    """Softmax over the last axis of scores ``s`` (with -inf where masked; overwritten)
-    and the log-sum-exp per row; rows with no finite score give zeros (lse -inf)."""
+def _softmax_rows(s: Any, xp: Any) -> Any:
+    """Softmax over the last axis of scores ``s`` (with -inf where masked), in place;
+    rows with no finite score give zeros."""
     m = s.max(axis=-1, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     s -= m
     xp.exp(s, out=s)
     z = s.sum(axis=-1, keepdims=True)
-    lse = xp.log(xp.where(z > 0, z, 1)) + m
-    lse = xp.where(z > 0, lse, -xp.inf)
     s /= xp.where(z > 0, z, 1)
-    return s, lse
+    return s
 
 
 class ScaledDotProductAttention(Operation):
@@ -106,18 +111,26 @@ class ScaledDotProductAttention(Operation):
             bias = c[None] if bias is None else bias + c
         return bias
 
-    def _scores(self, xp: Any, qb: Any, kb: Any, bias: Any) -> Any:
-        s = qb @ kb.transpose(0, 2, 1)
-        s *= self.scale
-        if bias is not None:
-            s += bias
-        return s
-
     def _drop_mask(self, shape: tuple, dt: Any) -> Any:
         u = self.device.rng.random(shape, dtype=np.float64 if dt == np.float64 else np.float32)
         keep = (u >= self.dropout_p).astype(dt)
         keep *= 1.0 / (1.0 - self.dropout_p)
         return keep
+
+    def _probs_into(self, xp: Any, s: Any, rows: tuple, q3: Any, k3: Any, mask: Any, lead: tuple) -> None:
+        """The attention probabilities of leading rows ``rows`` written into ``s``: the
+        compiled row kernel for float32 numpy arrays without a mask, else the array
+        expression. The same bits whenever they are computed (forward or backward)."""
+        i0, i1 = rows
+        xp.matmul(q3[i0:i1], k3[i0:i1].transpose(0, 2, 1), out=s)
+        if mask is None and s.dtype == np.float32 and type(s) is np.ndarray:
+            softmax_rows(s, self.scale, self.is_causal, np.empty(s.shape[:2], np.float32))
+            return
+        s *= self.scale
+        bias = self._bias_block(xp, mask, lead, i0, i1, s.shape[1:], s.dtype)
+        if bias is not None:
+            s += bias
+        _softmax_rows(s, xp)
 
     # ----- forward / backward ----------------------------------------------------------
     def forward(self, q, k, v, mask=None):
@@ -130,33 +143,52 @@ class ScaledDotProductAttention(Operation):
         v3 = v.reshape(n, kv_len, dv).astype(dt, copy=False)
         out = xp.empty((n, q_len, dv), dtype=dt)
         keep_p = self.requires_grad and n * q_len * kv_len * np.dtype(dt).itemsize <= KEEP_BYTES
-        probs, lses, drops = [], [], []
+        probs, drops = [], []
         for i0, i1 in self._blocks(n, q_len, kv_len, np.dtype(dt).itemsize):
-            bias = self._bias_block(xp, mask, lead, i0, i1, (q_len, kv_len), dt)
-            p, lse = _softmax_rows(self._scores(xp, q3[i0:i1], k3[i0:i1], bias), xp)
-            pd = p
-            if self.dropout_p > 0:
-                keep = self._drop_mask(p.shape, dt)
+            p = xp.empty((i1 - i0, q_len, kv_len), dtype=dt)
+            keep = self._drop_mask(p.shape, dt) if self.dropout_p > 0 else None
+
+            def piece(a: int, b: int, i0: int = i0, p: Any = p, keep: Any = keep) -> None:
+                self._probs_into(xp, p[a:b], (i0 + a, i0 + b), q3, k3, mask, lead)
+                pd = p[a:b] if keep is None else p[a:b] * keep[a:b]
+                xp.matmul(pd, v3[i0 + a : i0 + b], out=out[i0 + a : i0 + b])
+
+            workers.run_pieces(piece, workers.work_pieces(i1 - i0, 2 * p.size), xp)
+            if keep is not None:
                 drops.append(keep)
-                pd = p * keep
-            xp.matmul(pd, v3[i0:i1], out=out[i0:i1])
-            (probs if keep_p else lses).append(p if keep_p else lse)
+            if keep_p:
+                probs.append(p)
         if self.requires_grad:
-            self.cache = (q3, k3, v3, mask, lead, probs, lses, drops, q.dtype)
+            self.cache = (q3, k3, v3, mask, lead, probs, drops, q.dtype)
         return out.reshape(lead + (q_len, dv)).astype(q.dtype, copy=False)
 
-    def _block_probs(self, xp: Any, j: int, blk: tuple, bias: Any) -> Any:
-        q3, k3, _, _, _, probs, lses, _, _ = self.cache
-        if probs:
-            return probs[j]
-        i0, i1 = blk
-        s = self._scores(xp, q3[i0:i1], k3[i0:i1], bias)
-        s -= lses[j]
-        return xp.exp(s, out=s)
+    def _block_grads(self, xp: Any, rows: tuple, p: Any, dy3: Any, keep: Any, grads: tuple) -> None:
+        """The gradients of leading rows ``rows`` (probabilities ``p``, recomputed when
+        None) written into ``grads`` = (dq, dk, dv, dbias or None)."""
+        q3, k3, v3, mask, lead = self.cache[:5]
+        (i0, i1), (dq, dk, dv, dbias) = rows, grads
+        if p is None:
+            p = xp.empty((i1 - i0, q3.shape[1], k3.shape[1]), dtype=q3.dtype)
+            self._probs_into(xp, p, rows, q3, k3, mask, lead)
+        g = dy3[i0:i1]
+        xp.matmul(p.transpose(0, 2, 1) if keep is None else (p * keep).transpose(0, 2, 1), g, out=dv[i0:i1])
+        dp = g @ v3[i0:i1].transpose(0, 2, 1)
+        if keep is not None:
+            dp *= keep
+        if mask is None and dp.dtype == np.float32 and type(dp) is np.ndarray:
+            softmax_rows_grad(dp, p, self.scale, self.is_causal)
+        else:
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p
+            if dbias is not None:
+                dbias[i0:i1] = dp
+            dp *= self.scale
+        xp.matmul(dp, k3[i0:i1], out=dq[i0:i1])
+        xp.matmul(dp.transpose(0, 2, 1), q3[i0:i1], out=dk[i0:i1])
 
     def backward(self, dy):
         xp = array_module(dy)
-        q3, k3, v3, mask, lead, _, _, drops, in_dt = self.cache
+        q3, k3, v3, mask, lead, probs, drops, in_dt = self.cache
         n, q_len, d = q3.shape
         kv_len = k3.shape[1]
         dt = q3.dtype
@@ -167,21 +199,20 @@ class ScaledDotProductAttention(Operation):
         )
         dbias = xp.empty((n, q_len, kv_len), dtype=dt) if want_mask else None
         for j, (i0, i1) in enumerate(self._blocks(n, q_len, kv_len, np.dtype(dt).itemsize)):
-            bias = None if self.cache[5] else self._bias_block(xp, mask, lead, i0, i1, (q_len, kv_len), dt)
-            p = self._block_probs(xp, j, (i0, i1), bias)
-            g = dy3[i0:i1]
-            pd = p * drops[j] if drops else p
-            xp.matmul(pd.transpose(0, 2, 1), g, out=dv[i0:i1])
-            dp = g @ v3[i0:i1].transpose(0, 2, 1)
-            if drops:
-                dp *= drops[j]
-            ds = dp - (dp * p).sum(axis=-1, keepdims=True)
-            ds *= p
-            if dbias is not None:
-                dbias[i0:i1] = ds
-            ds *= self.scale
-            xp.matmul(ds, k3[i0:i1], out=dq[i0:i1])
-            xp.matmul(ds.transpose(0, 2, 1), q3[i0:i1], out=dk[i0:i1])
+            p = probs[j] if probs else None
+            keep = drops[j] if drops else None
+
+            def piece(a: int, b: int, i0: int = i0, p: Any = p, keep: Any = keep) -> None:
+                self._block_grads(
+                    xp,
+                    (i0 + a, i0 + b),
+                    None if p is None else p[a:b],
+                    dy3,
+                    None if keep is None else keep[a:b],
+                    (dq, dk, dv, dbias),
+                )
+
+            workers.run_pieces(piece, workers.work_pieces(i1 - i0, 3 * (i1 - i0) * q_len * kv_len), xp)
         grads = [
             dq.reshape(lead + (q_len, d)).astype(in_dt, copy=False),
             dk.reshape(lead + (kv_len, d)).astype(in_dt, copy=False),
