@@ -481,7 +481,7 @@ class LayerNorm(Operation):
         mean, invstd = np.empty(r), np.empty(r)
         workers.run_pieces(
             lambda i, j: layer_norm_rows(x2[i:j], s1, b1, self.eps, y[i:j], mean[i:j], invstd[i:j]),
-            workers.work_pieces(r, 2 * r * d),
+            workers.work_pieces(r, 4 * r * d),
         )
         if self.requires_grad:
             self.cache = ("rows", (x2, s1, mean, invstd), shapes)
@@ -527,7 +527,7 @@ class LayerNorm(Operation):
             layer_norm_rows_grad(dy2[i:j], x2[i:j], s1, mean[i:j], invstd[i:j], dx[i:j], dscale, dbias)
             return dscale, dbias
 
-        parts = workers.run_pieces(piece, workers.work_pieces(r, 3 * r * d))
+        parts = workers.run_pieces(piece, workers.work_pieces(r, 6 * r * d))
         dscale, dbias = parts[0]
         for ds, db in parts[1:]:  # in piece order: the same bits for any worker count
             dscale += ds
