@@ -43,48 +43,57 @@ def exp_float32(a: float) -> float:
 
 @kernel(reassociate=True)
 def softmax_rows(s, scale, causal, lse):  # pragma: no cover (compiled)
-    """In place over float32 scores ``s`` (n, L, S): each row becomes
+    """In place over float32 scores ``s`` (n0, n1, L, S): each row becomes
     softmax(scale * row), row i over keys 0..i when ``causal`` (zeros after); ``lse``
-    (n, L) gets each row's log-sum-exp. A row with no finite score becomes zeros, its
-    lse -inf."""
-    n, q_len, kv_len = s.shape
+    (n0, n1, L) gets each row's log-sum-exp. A row with no finite score becomes zeros,
+    its lse -inf."""
+    n0, n1, q_len, kv_len = s.shape
     sc = np.float32(scale)
-    for b in range(n):
-        for i in range(q_len):
-            stop = min(i + 1, kv_len) if causal else kv_len
-            m = np.float32(-np.inf)
-            for j in range(stop):
-                v = s[b, i, j] * sc
-                m = v if v > m else m
-            if m == -np.inf:
-                stop = 0
-            total = np.float32(0.0)
-            for j in range(stop):
-                e = exp_float32(s[b, i, j] * sc - m)
-                s[b, i, j] = e
-                total += e
-            inv = np.float32(1.0) / total if stop > 0 else np.float32(0.0)
-            for j in range(stop):
-                s[b, i, j] *= inv
-            for j in range(stop, kv_len):
-                s[b, i, j] = 0.0
-            lse[b, i] = m + math.log(total) if stop > 0 else -np.inf
+    for b in range(n0):
+        for h in range(n1):
+            for i in range(q_len):
+                stop = min(i + 1, kv_len) if causal else kv_len
+                lse[b, h, i] = _softmax_row(s[b, h, i], sc, stop)
+
+
+@helper
+def _softmax_row(row, sc, stop):  # pragma: no cover (compiled)
+    """softmax(sc * row[:stop]) in place, zeros after; returns the log-sum-exp."""
+    m = np.float32(-np.inf)
+    for j in range(stop):
+        v = row[j] * sc
+        m = v if v > m else m
+    if m == -np.inf:
+        stop = 0
+    total = np.float32(0.0)
+    for j in range(stop):
+        e = exp_float32(row[j] * sc - m)
+        row[j] = e
+        total += e
+    inv = np.float32(1.0) / total if stop > 0 else np.float32(0.0)
+    for j in range(stop):
+        row[j] *= inv
+    for j in range(stop, row.shape[0]):
+        row[j] = 0.0
+    return m + math.log(total) if stop > 0 else -np.inf
 
 
 @kernel(reassociate=True)
 def softmax_rows_grad(dp, p, scale, causal):  # pragma: no cover (compiled)
-    """In place: ``dp`` (the gradient of the probabilities ``p``, both (n, L, S))
+    """In place: ``dp`` (the gradient of the probabilities ``p``, both (n0, n1, L, S))
     becomes the scores' gradient, scale * p * (dp - sum_j dp p) per row (zero where a
     causal row may not attend)."""
-    n, q_len, kv_len = p.shape
+    n0, n1, q_len, kv_len = p.shape
     sc = np.float32(scale)
-    for b in range(n):
-        for i in range(q_len):
-            stop = min(i + 1, kv_len) if causal else kv_len
-            dot = np.float32(0.0)
-            for j in range(stop):
-                dot += dp[b, i, j] * p[b, i, j]
-            for j in range(stop):
-                dp[b, i, j] = sc * p[b, i, j] * (dp[b, i, j] - dot)
-            for j in range(stop, kv_len):
-                dp[b, i, j] = 0.0
+    for b in range(n0):
+        for h in range(n1):
+            for i in range(q_len):
+                stop = min(i + 1, kv_len) if causal else kv_len
+                g, y = dp[b, h, i], p[b, h, i]
+                dot = np.float32(0.0)
+                for j in range(stop):
+                    dot += g[j] * y[j]
+                for j in range(stop):
+                    g[j] = sc * y[j] * (g[j] - dot)
+                for j in range(stop, kv_len):
+                    g[j] = 0.0
