@@ -30,6 +30,7 @@ import numpy as np
 
 from singa.kernels import conv_slices as sl
 from singa.kernels import conv_winograd as wg
+from singa.kernels import conv_winograd_tiles as wg_tiles
 from singa.kernels import workers
 from singa.kernels.buffers import scratch
 from singa.kernels.jit import helper, kernel
@@ -95,9 +96,7 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
     def one_slice(i0: int, i1: int, du: Any) -> Any:
         s = i1 - i0
         tiles = s * th * tw
-        phased = wg.phase_columns(dyh[i0:i1], 0, 0, th * TILE, tw)
-        dm = scratch(np, (_A * _A, tiles, o), dy.dtype)
-        _grad_tiles_in(phased, th, tw, dm.reshape(_A * _A, -1))
+        dm = wg_tiles.grad_tiles(dyh[i0:i1], th, tw)
         if xh is not None:
             v = wg.input_tiles(xh[i0:i1], 3, top, left, th, tw)
             part = np.matmul(v.transpose(0, 2, 1), dm)  # (36, C, O)
@@ -131,32 +130,10 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
     return (None if dxh is None else dxh.transpose(0, 3, 1, 2)), dW
 
 
-# Both transforms go a row of tiles at a time over runs of (tiles of the row) x channels,
-# as the forward's do: dy's columns are phased first (column k*4 + s at [s, k]) so that
-# column j of every tile of the row is one run, and dx is gathered in the same phases.
-@kernel
-def _grad_tiles_in(phased, th, tw, dm):  # pragma: no cover (compiled)
-    """dm[p*6 + q, tiles, :] = (A dY A^T)[p, q] for each 4x4 block dY of dy phased
-    (n, th*4, 4, tw, O) by :func:`~singa.kernels.conv_winograd.phase_columns`."""
-    o = phased.shape[4]
-    run = tw * o
-    flat = phased.reshape(phased.size)
-    f = np.empty((4 * 6, run), phased.dtype)
-    for n in range(phased.shape[0]):
-        for ty in range(th):
-            t0 = (n * th + ty) * run
-            for i in range(4):  # along the columns: f[i*6 + q] from dY[i, j], phase j's run
-                b = (n * th * 4 + ty * 4 + i) * 4 * run
-                r = i * 6
-                _rows_a(flat[b : b + run], flat[b + run : b + 2 * run], flat[b + 2 * run : b + 3 * run],
-                        flat[b + 3 * run : b + 4 * run], f[r], f[r + 1], f[r + 2], f[r + 3], f[r + 4],
-                        f[r + 5])  # fmt: skip
-            for k in range(6):  # along the rows: dm[p*6 + k] from f[i*6 + k]
-                e = t0 + run
-                _rows_a(f[k], f[6 + k], f[12 + k], f[18 + k], dm[k, t0:e], dm[6 + k, t0:e], dm[12 + k, t0:e],
-                        dm[18 + k, t0:e], dm[24 + k, t0:e], dm[30 + k, t0:e])  # fmt: skip
-
-
+# dy's blocks are transformed by conv_winograd_tiles.grad_tiles (long passes over the
+# slice). The transform back to dx goes a row of tiles at a time over runs of (tiles of
+# the row) x channels, as the forward's do: dx is gathered in the input's column phases
+# (column k*4 + s at [s, k]) so that column j of every tile of the row is one run.
 @kernel
 def _grad_tiles_out(dv, th, tw, dxp):  # pragma: no cover (compiled)
     """dxp (n, rows, 4, q, C), phased and zeroed, += (B dV B^T) of each tile's gradient
@@ -185,24 +162,6 @@ def _grad_tiles_out(dv, th, tw, dxp):  # pragma: no cover (compiled)
                             flat[b + 2 * step : b + 2 * step + run], flat[b + 3 * step : b + 3 * step + run],
                             flat[b + 4 * step : b + 4 * step + run],
                             flat[b + 5 * step : b + 5 * step + run])  # fmt: skip
-
-
-@helper
-def _rows_a(s0, s1, s2, s3, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
-    """o_q = A[q] . (s0, s1, s2, s3) elementwise, A = (A^T)^T of F(4x4, 3x3): rows
-    (1, 0, 0, 0), (1, 1, 1, 1), (1, -1, 1, -1), (1, 2, 4, 8), (1, -2, 4, -8), (0, 0, 0, 1)."""
-    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
-    for u in range(s0.size):
-        e1 = s0[u] + s2[u]
-        q1 = s1[u] + s3[u]
-        e2 = s0[u] + f4 * s2[u]
-        q2 = f2 * s1[u] + f8 * s3[u]
-        o0[u] = s0[u]
-        o1[u] = e1 + q1
-        o2[u] = e1 - q1
-        o3[u] = e2 + q2
-        o4[u] = e2 - q2
-        o5[u] = s3[u]
 
 
 @helper

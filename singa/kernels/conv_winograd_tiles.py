@@ -1,0 +1,184 @@
+"""F(4x4, 3x3)'s tile transforms of a batch slice, in long passes over whole arrays.
+
+Two transforms feed the products of a 3x3 Winograd convolution (:mod:`conv_winograd`,
+:mod:`conv_winograd_grad`): the input's tiles ``V = B^T d B`` (6x6 tiles overlapping by
+two pixels, in the forward and again for the filters' gradient) and the output
+gradient's blocks ``dM = A dY A^T`` (4x4 blocks, disjoint). Both are separable: a pass
+along the tile's columns, then one along its rows, each an elementwise combination of
+whole runs of memory.
+
+What this saves. The row-by-row kernels of :mod:`conv_winograd` phase the input's
+columns, then make each row of tiles in calls over runs of (tiles of a row) x channels:
+128 floats on every stage of ResNet-20, too short for numba's vector loops to pay for
+their set-up (0.5 ns per output float, against 0.2 ns on runs of thousands). Here the
+input is first gathered so that every source of a pass is one contiguous run over the
+whole slice (the columns of the tiles each get their own copy: 1.5x the input), then
+the pass along the columns is one call over the slice and the pass along the rows one
+call per sample (per slice for the disjoint blocks). Measured on one core, a 4-sample
+slice of ResNet-20's first stage (16 channels, 32x32): the input's tiles with their
+gather 160 -> ~90 us (``bench/README.md``, twelfth round). The products, tile order
+(sample, tile row, tile column) and layouts are those of the row-by-row kernels; the
+roundings differ from theirs only in the order of the two passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from singa.kernels.buffers import scratch
+from singa.kernels.jit import helper, kernel
+
+__all__ = ["input_tiles", "grad_tiles"]
+
+TILE = 4
+_A = 6
+
+
+def input_tiles(xh: Any, top: int, left: int, th: int, tw: int) -> Any:
+    """``V = B^T d B`` of F(4x4, 3x3), (36, N*th*tw, C) in a pooled array, for the
+    th x tw tiles d (6x6, overlapping by two) of ``xh`` (N, H, W, C) zero-padded by
+    ``top`` and ``left`` (and below and right as far as the tiles reach)."""
+    n, c = xh.shape[0], xh.shape[3]
+    g = scratch(np, (_A, TILE, th + 1, tw, c), xh.dtype)  # one sample's, reused
+    f = scratch(np, g.shape, xh.dtype)
+    v = scratch(np, (_A * _A, n * th * tw, c), xh.dtype)
+    _input_tiles(np.ascontiguousarray(xh), top, left, g, f.reshape(_A, -1), v.reshape(_A * _A, -1))
+    return v
+
+
+def grad_tiles(dyh: Any, th: int, tw: int) -> Any:
+    """``dM = A dY A^T`` of F(4x4, 3x3), (36, N*th*tw, O) in a pooled array, for the
+    th x tw disjoint 4x4 blocks dY of ``dyh`` (N, OH, OW, O), zero beyond its edge."""
+    n, o = dyh.shape[0], dyh.shape[3]
+    g = scratch(np, (TILE * TILE, th, tw, o), dyh.dtype)  # one sample's, reused
+    f = scratch(np, (_A * TILE, th * tw * o), dyh.dtype)
+    dm = scratch(np, (_A * _A, n * th * tw, o), dyh.dtype)
+    _grad_tiles(np.ascontiguousarray(dyh), g, f, dm.reshape(_A * _A, -1))
+    return dm
+
+
+# A sample at a time (its gathered copy and first pass stay in the cache for the second):
+# first a gather that puts each source of the passes in one run, then the two passes.
+@helper
+def _gather_columns(x, n, top, left, g):  # pragma: no cover (compiled)
+    """g (6, 4, th + 1, tw, C): ``g[j, r % 4, r // 4, tx] = x[n, r - top, tx*4 + j - left]``
+    for the padded rows r < 4*(th + 1), zero outside x: column j of every tile (each with
+    its own copy of the columns it shares), the rows in phases of four."""
+    h, w, c = x.shape[1:]
+    rows, tw = g.shape[1] * g.shape[2], g.shape[3]
+    for j in range(g.shape[0]):
+        for r in range(rows):
+            yy = r - top
+            r4, rq = r % 4, r // 4
+            for tx in range(tw):
+                xx = tx * 4 + j - left
+                if 0 <= yy < h and 0 <= xx < w:
+                    for ch in range(c):
+                        g[j, r4, rq, tx, ch] = x[n, yy, xx, ch]
+                else:
+                    for ch in range(c):
+                        g[j, r4, rq, tx, ch] = 0
+
+
+@helper
+def _gather_blocks(x, n, g):  # pragma: no cover (compiled)
+    """g (16, th, tw, O): ``g[j*4 + i, ty, tx] = x[n, ty*4 + i, tx*4 + j]``, zero beyond x:
+    pixel (i, j) of every 4x4 block in one run."""
+    h, w, c = x.shape[1:]
+    th, tw = g.shape[1], g.shape[2]
+    for j in range(4):
+        for i in range(4):
+            for ty in range(th):
+                yy = ty * 4 + i
+                for tx in range(tw):
+                    xx = tx * 4 + j
+                    if yy < h and xx < w:
+                        for ch in range(c):
+                            g[j * 4 + i, ty, tx, ch] = x[n, yy, xx, ch]
+                    else:
+                        for ch in range(c):
+                            g[j * 4 + i, ty, tx, ch] = 0
+
+
+# The passes. Each call of a row helper combines whole runs (a slice's or a sample's),
+# where the row-by-row kernels made 128-float runs.
+@kernel
+def _input_tiles(x, top, left, g, f, v):  # pragma: no cover (compiled)
+    """v[k1*6 + k2] = (B^T d B)[k1, k2] of every tile d, a sample at a time: the gather,
+    f[k] = B^T[k] . g[0..5] along the tiles' columns, then B^T[k1] . (rows 0..5 of f[k2]'s
+    tiles) along their rows; f[k2] is (4, th + 1, tw*C), so padded row ty*4 + i of every
+    tile row ty (phase i % 4, from tile row i // 4 on) is one run."""
+    g2 = g.reshape(g.shape[0], -1)
+    phase = f.shape[1] // 4
+    step = g.shape[3] * g.shape[4]  # a tile row, tw*C
+    run = v.shape[1] // x.shape[0]
+    for n in range(x.shape[0]):
+        _gather_columns(x, n, top, left, g)
+        _rows_bt6(g2[0], g2[1], g2[2], g2[3], g2[4], g2[5], f[0], f[1], f[2], f[3], f[4], f[5])
+        o, e = n * run, (n + 1) * run
+        for k2 in range(6):
+            src, b2, b3 = f[k2], 2 * phase, 3 * phase
+            d4, d5 = src[step : step + run], src[phase + step : phase + step + run]
+            _rows_bt6(
+                src[:run], src[phase : phase + run], src[b2 : b2 + run], src[b3 : b3 + run], d4, d5,
+                v[k2, o:e], v[6 + k2, o:e], v[12 + k2, o:e],
+                v[18 + k2, o:e], v[24 + k2, o:e], v[30 + k2, o:e],
+            )  # fmt: skip
+
+
+@kernel
+def _grad_tiles(x, g, f, dm):  # pragma: no cover (compiled)
+    """dm[p*6 + q] = (A dY A^T)[p, q] of every block dY, a sample at a time: the gather,
+    f[q*4 + i] = A[q] . g[0..3, i] along the blocks' columns, then dm[p*6 + q] =
+    A[p] . f[q*4 + 0..3] along their rows."""
+    g2 = g.reshape(g.shape[0], -1)
+    run = g2.shape[1]
+    for n in range(x.shape[0]):
+        _gather_blocks(x, n, g)
+        for i in range(4):
+            _rows_a(g2[i], g2[4 + i], g2[8 + i], g2[12 + i],
+                    f[i], f[4 + i], f[8 + i], f[12 + i], f[16 + i], f[20 + i])  # fmt: skip
+        o, e = n * run, (n + 1) * run
+        for q in range(6):
+            b = q * 4
+            _rows_a(f[b], f[b + 1], f[b + 2], f[b + 3], dm[q, o:e], dm[6 + q, o:e], dm[12 + q, o:e],
+                    dm[18 + q, o:e], dm[24 + q, o:e], dm[30 + q, o:e])  # fmt: skip
+
+
+@helper
+def _rows_bt6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
+    """o_k = B^T[k] . (d0, ..., d5) elementwise, F(4x4, 3x3)'s B^T rows (4, 0, -5, 0,
+    1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2,
+    1, 0), (0, 4, 0, -5, 0, 1). float32 constants keep the arithmetic in float32."""
+    f2, f4, f5 = np.float32(2), np.float32(4), np.float32(5)
+    for u in range(o0.size):
+        e1 = d4[u] - f4 * d2[u]
+        q1 = d3[u] - f4 * d1[u]
+        e2 = d4[u] - d2[u]
+        q2 = f2 * (d3[u] - d1[u])
+        o0[u] = f4 * d0[u] - f5 * d2[u] + d4[u]
+        o1[u] = e1 + q1
+        o2[u] = e1 - q1
+        o3[u] = e2 + q2
+        o4[u] = e2 - q2
+        o5[u] = f4 * d1[u] - f5 * d3[u] + d5[u]
+
+
+@helper
+def _rows_a(s0, s1, s2, s3, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
+    """o_q = A[q] . (s0, s1, s2, s3) elementwise, A = (A^T)^T of F(4x4, 3x3): rows
+    (1, 0, 0, 0), (1, 1, 1, 1), (1, -1, 1, -1), (1, 2, 4, 8), (1, -2, 4, -8), (0, 0, 0, 1)."""
+    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
+    for u in range(s0.size):
+        e1 = s0[u] + s2[u]
+        q1 = s1[u] + s3[u]
+        e2 = s0[u] + f4 * s2[u]
+        q2 = f2 * s1[u] + f8 * s3[u]
+        o0[u] = s0[u]
+        o1[u] = e1 + q1
+        o2[u] = e1 - q1
+        o3[u] = e2 + q2
+        o4[u] = e2 - q2
+        o5[u] = s3[u]
