@@ -10,15 +10,18 @@ whole runs of memory.
 What this saves. The row-by-row kernels of :mod:`conv_winograd` phase the input's
 columns, then make each row of tiles in calls over runs of (tiles of a row) x channels:
 128 floats on every stage of ResNet-20, too short for numba's vector loops to pay for
-their set-up (0.5 ns per output float, against 0.2 ns on runs of thousands). Here the
-input is first gathered so that every source of a pass is one contiguous run over the
-whole slice (the columns of the tiles each get their own copy: 1.5x the input), then
-the pass along the columns is one call over the slice and the pass along the rows one
-call per sample (per slice for the disjoint blocks). Measured on one core, a 4-sample
-slice of ResNet-20's first stage (16 channels, 32x32): the input's tiles with their
-gather 160 -> ~90 us (``bench/README.md``, twelfth round). The products, tile order
-(sample, tile row, tile column) and layouts are those of the row-by-row kernels; the
-roundings differ from theirs only in the order of the two passes.
+their set-up (0.5 ns per output float, against 0.2 ns on runs of thousands). Here each
+sample is first gathered so that every source of a pass is one contiguous run (each
+column of a tile in its own copy, so the columns that neighbouring tiles share are
+copied twice: 1.5x the sample), then each pass is a few calls over the whole sample;
+the gathered sample and its first pass stay in the cache for the second. Measured on
+one core (median of 7, load 0.9-1.0), ResNet-20's stages at batch slices of 4, 16 and
+64 samples (16, 32, 64 channels on 32x32, 16x16, 8x8): the input's tiles 177-210 /
+401-415 / 839-877 us -> 125 / 254-305 / 682-694 us, the output gradient's 169-187 /
+372-385 / 756-788 us -> 101-115 / 249-257 / 631-642 us. The tile order (sample, tile
+row, tile column) and layouts are those of the row-by-row kernels; the output
+gradient's transform gives their bits, the input's differs in the order of its two
+passes (columns first), within float32 roundings.
 """
 
 from __future__ import annotations
