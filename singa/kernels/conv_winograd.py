@@ -231,7 +231,10 @@ def forward_padded(x: Any, U: Any, r: int, pads: tuple, b: Any = None, **steps: 
         prod = scratch(np, (a * a, tiles, o), x.dtype)
         np.matmul(v, U, out=prod)
         out = y2[i0 * oh * ow : i1 * oh * ow]
-        _tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
+        if r == 3:
+            conv_winograd_tiles.output_tiles(prod, th, tw, out.reshape(i1 - i0, oh, ow, o))
+        else:
+            _tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
         epi(out, i0, i1)
 
     count = -(-n * a * a * th * tw * (c + o) * x.itemsize // _SLICE_BYTES)
@@ -322,9 +325,10 @@ def _tiles_in(phased, th, tw, v):  # pragma: no cover (compiled)
 
 @kernel
 def _tiles_out(prod, th, tw, y):  # pragma: no cover (compiled)
-    """y (n, OH, OW, O) = (A^T M A) for each tile's products M in ``prod`` (a*a rows,
-    tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
-    a = 6 if prod.shape[0] == 36 else 8
+    """y (n, OH, OW, O) = (A^T M A) for each 8x8 tile's products M (5x5 filters) in
+    ``prod`` (64 rows, tiles*O), cropped where the tiles overhang, a row of tiles at a
+    time (3x3 filters: conv_winograd_tiles.output_tiles)."""
+    a = 8
     o, width = y.shape[3], prod.shape[1]
     run = tw * o
     flat = prod.reshape(prod.size)
@@ -334,8 +338,8 @@ def _tiles_out(prod, th, tw, y):  # pragma: no cover (compiled)
         for ty in range(th):
             t0 = (n * th + ty) * run
             for k1 in range(a):  # along the columns: f[k1*4 + i] from prod[k1*a + k2]
-                _at(a, flat, k1 * a * width + t0, width, run, f, k1 * 4, 0)
-            _at(a, f.reshape(a * 4 * run), 0, 4 * run, 4 * run, z, 0, 0)  # along the rows
+                _at8(flat, k1 * a * width + t0, width, run, f, k1 * 4, 0)
+            _at8(f.reshape(a * 4 * run), 0, 4 * run, 4 * run, z, 0, 0)  # along the rows
             _scatter(z.reshape(4, 4, tw, o), y, n, ty)
 
 
@@ -355,25 +359,17 @@ def _bt8(src, base, step, shift, size, out, row, start):  # pragma: no cover (co
 
 
 @helper
-def _at(a, src, base, step, size, out, row, start):  # pragma: no cover (compiled)
-    """out[row + i, start:start + size] = A^T[i] . (the a sources), i < 4, source j being
-    ``src[base + j * step:][:size]``."""
+def _at8(src, base, step, size, out, row, start):  # pragma: no cover (compiled)
+    """out[row + i, start:start + size] = A^T[i] . (the 8 sources) of F(4x4, 5x5), i < 4,
+    source j being ``src[base + j * step:][:size]``."""
     e = start + size
-    if a == 6:
-        _rows_at6(
-            src[base : base + size], src[base + step : base + step + size],
-            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
-            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
-        )  # fmt: skip
-    else:
-        _rows_at8(
-            src[base : base + size], src[base + step : base + step + size],
-            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
-            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
-            src[base + 6 * step : base + 6 * step + size], src[base + 7 * step : base + 7 * step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
-        )  # fmt: skip
+    _rows_at8(
+        src[base : base + size], src[base + step : base + step + size],
+        src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
+        src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
+        src[base + 6 * step : base + 6 * step + size], src[base + 7 * step : base + 7 * step + size],
+        out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+    )  # fmt: skip
 
 
 @helper
@@ -397,22 +393,6 @@ def _rows_bt8(d0, d1, d2, d3, d4, d5, d6, d7, o0, o1, o2, o3, o4, o5, o6, o7):  
         o5[u] = e3 + q3
         o6[u] = e3 - q3
         o7[u] = d7[u] - d1[u] + g * (d3[u] - d5[u])
-
-
-@helper
-def _rows_at6(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compiled)
-    """o_i = A^T[i] . (s0, ..., s5), elementwise, for F(4x4, 3x3)'s A^T rows
-    (1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1)."""
-    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
-    for u in range(o0.size):
-        a1 = s1[u] + s2[u]
-        b1 = s1[u] - s2[u]
-        a2 = s3[u] + s4[u]
-        b2 = s3[u] - s4[u]
-        o0[u] = s0[u] + a1 + a2
-        o1[u] = b1 + f2 * b2
-        o2[u] = a1 + f4 * a2
-        o3[u] = b1 + f8 * b2 + s5[u]
 
 
 @helper

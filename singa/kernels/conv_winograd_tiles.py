@@ -1,27 +1,38 @@
-"""F(4x4, 3x3)'s tile transforms of a batch slice, in long passes over whole arrays.
+"""F(4x4, 3x3)'s tile transforms of a batch slice, in long passes over whole samples.
 
-Two transforms feed the products of a 3x3 Winograd convolution (:mod:`conv_winograd`,
-:mod:`conv_winograd_grad`): the input's tiles ``V = B^T d B`` (6x6 tiles overlapping by
-two pixels, in the forward and again for the filters' gradient) and the output
-gradient's blocks ``dM = A dY A^T`` (4x4 blocks, disjoint). Both are separable: a pass
-along the tile's columns, then one along its rows, each an elementwise combination of
-whole runs of memory.
+A 3x3 Winograd convolution (:mod:`conv_winograd`, :mod:`conv_winograd_grad`) transforms
+four things: the input's tiles ``V = B^T d B`` (6x6 tiles overlapping by two pixels; in
+the forward, and again for the filters' gradient), the products back to the output
+``Y = A^T M A`` (4x4 blocks), the output gradient's blocks ``dM = A dY A^T``, and the
+tiles' gradients back to the input's, ``B dV B^T`` added where the tiles overlap. Each
+is separable: a pass along the tiles' columns, then one along their rows, each an
+elementwise combination of runs of memory.
 
-What this saves. The row-by-row kernels of :mod:`conv_winograd` phase the input's
-columns, then make each row of tiles in calls over runs of (tiles of a row) x channels:
-128 floats on every stage of ResNet-20, too short for numba's vector loops to pay for
-their set-up (0.5 ns per output float, against 0.2 ns on runs of thousands). Here each
-sample is first gathered so that every source of a pass is one contiguous run (each
-column of a tile in its own copy, so the columns that neighbouring tiles share are
-copied twice: 1.5x the sample), then each pass is a few calls over the whole sample;
-the gathered sample and its first pass stay in the cache for the second. Measured on
-one core (median of 7, load 0.9-1.0), ResNet-20's stages at batch slices of 4, 16 and
-64 samples (16, 32, 64 channels on 32x32, 16x16, 8x8): the input's tiles 177-210 /
-401-415 / 839-877 us -> 125 / 254-305 / 682-694 us, the output gradient's 169-187 /
-372-385 / 756-788 us -> 101-115 / 249-257 / 631-642 us. The tile order (sample, tile
-row, tile column) and layouts are those of the row-by-row kernels; the output
-gradient's transform gives their bits, the input's differs in the order of its two
-passes (columns first), within float32 roundings.
+What this saves. The row-by-row kernels of :mod:`conv_winograd` made each row of tiles
+in calls over runs of (tiles of a row) x channels: 128 floats on every stage of
+ResNet-20, too short for numba's vector loops to pay for their set-up (0.5 ns per output
+float, against 0.2 ns on runs of thousands), and went through phased, zero-padded copies
+of the input and of the input's gradient. Here a sample is first gathered so that every
+source of a pass is one contiguous run (each column of a tile in its own copy, so the
+columns that neighbouring tiles share are copied twice: 1.5x the sample), each pass is a
+few calls over the whole sample (the gathered sample and its first pass stay in the
+cache for the second), and the way back writes each output pixel once. Measured on one
+core (best of 15, load 0.6-1.6), ResNet-20's stages at batch slices of 4, 16 and 64
+samples (16, 32, 64 channels on 32x32, 16x16, 8x8), us, row-by-row -> here:
+
+============================  =================  =================  =================
+transform                     stage 1            stage 2            stage 3
+============================  =================  =================  =================
+input's tiles (with gather)   177-210 -> 125     401-415 -> 254-305 839-877 -> 682-694
+output gradient's blocks      169-187 -> 101-115 372-385 -> 249-257 756-788 -> 631-642
+back to the output            86-127 -> 61-82    148-178 -> 154-165 321-397 -> 301-350
+back to the input's gradient  152-194 -> 136-190 392-418 -> 207-302 842-924 -> 525-624
+============================  =================  =================  =================
+
+The tile order (sample, tile row, tile column) and layouts are those of the row-by-row
+kernels. The output gradient's blocks and the way back to the output give their bits;
+the input's tiles differ in the order of the two passes (columns first) and the input's
+gradient in the order of the overlap sums, both within float32 roundings.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ import numpy as np
 from singa.kernels.buffers import scratch
 from singa.kernels.jit import helper, kernel
 
-__all__ = ["input_tiles", "grad_tiles"]
+__all__ = ["input_tiles", "grad_tiles", "output_tiles", "input_grad"]
 
 TILE = 4
 _A = 6
@@ -60,6 +71,25 @@ def grad_tiles(dyh: Any, th: int, tw: int) -> Any:
     dm = scratch(np, (_A * _A, n * th * tw, o), dyh.dtype)
     _grad_tiles(np.ascontiguousarray(dyh), g, f, dm.reshape(_A * _A, -1))
     return dm
+
+
+def output_tiles(prod: Any, th: int, tw: int, y: Any) -> None:
+    """``y`` (N, OH, OW, O), C-contiguous, = ``A^T M A`` of F(4x4, 3x3) for each tile's
+    products M in ``prod`` (36, N*th*tw, O), cropped where the tiles overhang."""
+    o = y.shape[3]
+    f = scratch(np, (_A * TILE, th * tw * o), y.dtype)  # one sample's, reused
+    z = scratch(np, (TILE * TILE, th, tw, o), y.dtype)
+    _output_tiles(prod.reshape(_A * _A, -1), f, z, y)
+
+
+def input_grad(dv: Any, th: int, tw: int, top: int, left: int, dxh: Any) -> None:
+    """``dxh`` (N, H, W, C), C-contiguous, = the input gradient from the tiles' gradients
+    ``dv`` (36, N*th*tw, C): ``B dV B^T`` of each 6x6 tile, the tiles padded by ``top``
+    and ``left`` and overlapping by two, the (up to four) tiles over each pixel added."""
+    c = dxh.shape[3]
+    g = scratch(np, (_A * _A, th * tw * c), dxh.dtype)  # one sample's, reused
+    t = scratch(np, (_A * _A, th, tw, c), dxh.dtype)
+    _input_grad(dv.reshape(_A * _A, -1), top, left, g, t, dxh)
 
 
 # A sample at a time (its gathered copy and first pass stay in the cache for the second):
@@ -150,6 +180,75 @@ def _grad_tiles(x, g, f, dm):  # pragma: no cover (compiled)
                     dm[18 + q, o:e], dm[24 + q, o:e], dm[30 + q, o:e])  # fmt: skip
 
 
+# The way back, a sample at a time: both passes over the sample's runs, then each pixel
+# written once from the (cropped) tiles over it, where the row-by-row kernels made runs
+# of a tile row and went through a zeroed, phased copy of the output.
+@kernel
+def _output_tiles(prod, f, z, y):  # pragma: no cover (compiled)
+    """y[n] = (A^T M A) of each tile: f[k1*4 + j] = A^T[j] . prod[k1*6 + 0..5] along the
+    columns, z[i*4 + j] = A^T[i] . f[0..5 (*4) + j] along the rows, then the pixels."""
+    n_, oh, ow, o = y.shape
+    th, tw = z.shape[1], z.shape[2]
+    run = th * tw * o
+    z2 = z.reshape(16, run)
+    for n in range(n_):
+        a, e = n * run, (n + 1) * run
+        for k1 in range(6):
+            b = k1 * 6
+            r = k1 * 4
+            _rows_at6(prod[b, a:e], prod[b + 1, a:e], prod[b + 2, a:e], prod[b + 3, a:e], prod[b + 4, a:e],
+                      prod[b + 5, a:e], f[r], f[r + 1], f[r + 2], f[r + 3])  # fmt: skip
+        for j in range(4):
+            _rows_at6(f[j], f[4 + j], f[8 + j], f[12 + j], f[16 + j], f[20 + j],
+                      z2[j], z2[4 + j], z2[8 + j], z2[12 + j])  # fmt: skip
+        for yy in range(oh):
+            for xx in range(ow):
+                src = z[(yy % 4) * 4 + xx % 4, yy // 4, xx // 4]
+                out = y[n, yy, xx]
+                for ch in range(o):
+                    out[ch] = src[ch]
+
+
+@kernel
+def _input_grad(dv, top, left, g, t, dx):  # pragma: no cover (compiled)
+    """dx[n] from the tiles' gradients: g[p*6 + j] = B[j] . dv[p*6 + 0..5] along the
+    columns, t[i*6 + j] = B[i] . g[0..5 (*6) + j] along the rows, then each pixel the
+    sum of the tiles over it (its own tile, the one left, above, above left)."""
+    n_, h, w, c = dx.shape
+    th, tw = t.shape[1], t.shape[2]
+    run = th * tw * c
+    t2 = t.reshape(36, run)
+    for n in range(n_):
+        a, e = n * run, (n + 1) * run
+        for p in range(6):
+            b = p * 6
+            _rows_b(dv[b, a:e], dv[b + 1, a:e], dv[b + 2, a:e], dv[b + 3, a:e], dv[b + 4, a:e],
+                    dv[b + 5, a:e], g, b, 1)  # fmt: skip
+        for j in range(6):
+            _rows_b(g[j], g[6 + j], g[12 + j], g[18 + j], g[24 + j], g[30 + j], t2, j, 6)
+        for yy in range(h):
+            ty, i = (yy + top) // 4, (yy + top) % 4
+            own_r, up = ty < th, i < 2 and ty >= 1
+            for xx in range(w):
+                tx, j = (xx + left) // 4, (xx + left) % 4
+                own_c, lf = tx < tw, j < 2 and tx >= 1
+                out = dx[n, yy, xx]
+                # the sum of pixel (i, j) of tile (ty, tx) and its overlaps: (i, j + 4) of
+                # the tile left, (i + 4, j) above, (i + 4, j + 4) above left, where those
+                # exist (the same conditions for every channel: numba keeps them outside)
+                for ch in range(c):
+                    acc = np.float32(0)
+                    if own_r and own_c:
+                        acc += t[i * 6 + j, ty, tx, ch]
+                    if own_r and lf:
+                        acc += t[i * 6 + j + 4, ty, tx - 1, ch]
+                    if up and own_c:
+                        acc += t[(i + 4) * 6 + j, ty - 1, tx, ch]
+                    if up and lf:
+                        acc += t[(i + 4) * 6 + j + 4, ty - 1, tx - 1, ch]
+                    out[ch] = acc
+
+
 @helper
 def _rows_bt6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
     """o_k = B^T[k] . (d0, ..., d5) elementwise, F(4x4, 3x3)'s B^T rows (4, 0, -5, 0,
@@ -185,3 +284,40 @@ def _rows_a(s0, s1, s2, s3, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compil
         o3[u] = e2 + q2
         o4[u] = e2 - q2
         o5[u] = s3[u]
+
+
+@helper
+def _rows_at6(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compiled)
+    """o_i = A^T[i] . (s0, ..., s5) elementwise, F(4x4, 3x3)'s A^T rows (1, 1, 1, 1, 1, 0),
+    (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1)."""
+    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
+    for u in range(o0.size):
+        a1 = s1[u] + s2[u]
+        b1 = s1[u] - s2[u]
+        a2 = s3[u] + s4[u]
+        b2 = s3[u] - s4[u]
+        o0[u] = s0[u] + a1 + a2
+        o1[u] = b1 + f2 * b2
+        o2[u] = a1 + f4 * a2
+        o3[u] = b1 + f8 * b2 + s5[u]
+
+
+@helper
+def _rows_b(s0, s1, s2, s3, s4, s5, out, row, stride):  # pragma: no cover (compiled)
+    """out[row + j*stride] = B[j] . (s0, ..., s5) elementwise, B = (B^T)^T of F(4x4, 3x3):
+    rows (4, 0, 0, 0, 0, 0), (0, -4, 4, -2, 2, 4), (-5, -4, -4, -1, -1, 0), (0, 1, -1, 2,
+    -2, -5), (1, 1, 1, 1, 1, 0), (0, 0, 0, 0, 0, 1)."""
+    f2, f4, f5 = np.float32(2), np.float32(4), np.float32(5)
+    o0, o1, o2 = out[row], out[row + stride], out[row + 2 * stride]
+    o3, o4, o5 = out[row + 3 * stride], out[row + 4 * stride], out[row + 5 * stride]
+    for u in range(s0.size):
+        a12 = s1[u] + s2[u]
+        d12 = s2[u] - s1[u]
+        a34 = s3[u] + s4[u]
+        d34 = s4[u] - s3[u]
+        o0[u] = f4 * s0[u]
+        o1[u] = f4 * d12 + f2 * d34 + f4 * s5[u]
+        o2[u] = -f5 * s0[u] - f4 * a12 - a34
+        o3[u] = -d12 - f2 * d34 - f5 * s5[u]
+        o4[u] = s0[u] + a12 + a34
+        o5[u] = s5[u]

@@ -61,3 +61,48 @@ def test_any_memory_layout_gives_the_same_bits():
     xh, contiguous = x.transpose(0, 2, 3, 1), np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     assert np.array_equal(wt.input_tiles(xh, 1, 1, 2, 2), wt.input_tiles(contiguous, 1, 1, 2, 2).copy())
     assert np.array_equal(wt.grad_tiles(xh, 2, 2), wt.grad_tiles(contiguous, 2, 2).copy())
+
+
+@pytest.mark.parametrize("n, oh, ow, o", [(2, 8, 8, 16), (3, 9, 6, 5), (1, 5, 13, 32)])
+def test_output_tiles_are_at_m_a_cropped(n, oh, ow, o):
+    """Y = A^T M A of every tile's products, the 4x4 blocks laid side by side and cropped
+    to the output, against the matrices in float64; every pixel written."""
+    rng = np.random.default_rng(oh * ow + o)
+    th, tw = -(-oh // 4), -(-ow // 4)
+    prod = rng.standard_normal((36, n * th * tw, o)).astype(np.float32)
+    at = wg.matrices(3)[0]
+    blocks = np.einsum("ik,jl,klnyxc->nyixjc", at, at, prod.reshape(6, 6, n, th, tw, o).astype(np.float64))
+    want = blocks.reshape(n, th * 4, tw * 4, o)[:, :oh, :ow]
+    y = np.full((n, oh, ow, o), np.nan, np.float32)
+    wt.output_tiles(prod, th, tw, y)
+    assert not np.isnan(y).any()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    "n, h, w, c, pads",
+    [(2, 9, 11, 8, (1, 1)), (3, 8, 8, 16, (0, 0)), (1, 5, 13, 4, (2, 2)), (2, 12, 6, 3, (2, 0))],
+)
+def test_input_grad_adds_b_dv_bt_over_the_overlaps(n, h, w, c, pads):
+    """dx = the sum over tiles of B dV B^T, placed at the tiles' padded positions
+    (overlapping by two) and cropped to the input, against the matrices in float64; it
+    is the adjoint of :func:`input_tiles` (<V(x), dV> = <x, dx>)."""
+    rng = np.random.default_rng(h * w + c + 1)
+    top, left = pads
+    th, tw = -(-(h + 2 * top - 2) // 4), -(-(w + 2 * left - 2) // 4)
+    dv = rng.standard_normal((36, n * th * tw, c)).astype(np.float32)
+    bt = wg.matrices(3)[2]
+    tiles = np.einsum("ki,lj,klnyxc->nyxijc", bt, bt, dv.reshape(6, 6, n, th, tw, c).astype(np.float64))
+    padded = np.zeros((n, th * 4 + 2, tw * 4 + 2, c))
+    for ty in range(th):
+        for tx in range(tw):
+            padded[:, 4 * ty : 4 * ty + 6, 4 * tx : 4 * tx + 6] += tiles[:, ty, tx]
+    want = padded[:, top : top + h, left : left + w]
+    dx = np.full((n, h, w, c), np.nan, np.float32)
+    wt.input_grad(dv, th, tw, top, left, dx)
+    np.testing.assert_allclose(dx, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    v = wt.input_tiles(x, top, left, th, tw).astype(np.float64)
+    np.testing.assert_allclose(
+        np.vdot(v, dv.astype(np.float64)), np.vdot(x.astype(np.float64), want), rtol=1e-4
+    )
