@@ -89,7 +89,9 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
     top, left = pads[:2]
     dyh = dy.transpose(0, 2, 3, 1)
     xh = None if x is None else x.transpose(0, 2, 3, 1)
-    U = None if W is None else wg.training_filters(W)
+    # U^T copied once (36*C*O floats): numpy's batched product with the transposed view
+    # took 1.9x as long on ResNet-20's 16 and 32 channels (one core, 103 -> 55 us a slice)
+    Ut = None if W is None else np.ascontiguousarray(wg.training_filters(W).transpose(0, 2, 1))
     dxh = None if W is None else scratch(np, (n, h, w, c), dy.dtype)
 
     def one_slice(i0: int, i1: int, du: Any) -> Any:
@@ -102,7 +104,7 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
             du = sl.accumulate(du, part)
         if dxh is not None:
             dv = scratch(np, (_A * _A, tiles, c), dy.dtype)
-            np.matmul(dm, U.transpose(0, 2, 1), out=dv)
+            np.matmul(dm, Ut, out=dv)
             wg_tiles.input_grad(dv, th, tw, top, left, dxh[i0:i1])
         return du
 
