@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from singa.kernels import workers
+from singa.kernels import conv_winograd_tiles, workers
 from singa.kernels.buffers import scratch
 from singa.kernels.conv_epilogue import Epilogue
 from singa.kernels.jit import helper, kernel
@@ -231,7 +231,10 @@ def forward_padded(x: Any, U: Any, r: int, pads: tuple, b: Any = None, **steps: 
         prod = scratch(np, (a * a, tiles, o), x.dtype)
         np.matmul(v, U, out=prod)
         out = y2[i0 * oh * ow : i1 * oh * ow]
-        _tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
+        if r == 3:
+            conv_winograd_tiles.output_tiles(prod, th, tw, out.reshape(i1 - i0, oh, ow, o))
+        else:
+            _tiles_out(prod.reshape(a * a, -1), th, tw, out.reshape(i1 - i0, oh, ow, o))
         epi(out, i0, i1)
 
     count = -(-n * a * a * th * tw * (c + o) * x.itemsize // _SLICE_BYTES)
@@ -252,6 +255,8 @@ def input_tiles(xh: Any, r: int, top: int, left: int, th: int, tw: int) -> Any:
     """The transformed input tiles ``V = B^T d B`` (a*a, N*th*tw, C), a pooled array, of
     ``xh`` (N, H, W, C) zero-padded by ``top`` and ``left`` (and below and right as far as
     the th x tw tiles of F(4x4, r x r) reach)."""
+    if r == 3:  # long passes over the slice (conv_winograd_tiles says what that saves)
+        return conv_winograd_tiles.input_tiles(xh, top, left, th, tw)
     n, c = xh.shape[0], xh.shape[3]
     a = TILE + r - 1
     rows, q = th * TILE + a - TILE, tw + -(-(a - TILE) // TILE)  # the input rows and phases the tiles read
@@ -297,12 +302,13 @@ def _scatter(z, y, n, ty):  # pragma: no cover (compiled)
 # of A^T M) from all the sources, sharing subexpressions (the rows of a pair of points
 # +-p are E + O and E - O), instead of a pass per nonzero of the matrix, which took
 # about twice as long. float32 constants keep the arithmetic in float32 (numba widens
-# an int times a float32 to float64). a = 6 for 3x3 filters, 8 for 5x5.
+# an int times a float32 to float64). a = 6 for 3x3 filters, 8 for 5x5; the input
+# transform of 3x3 filters is conv_winograd_tiles's (long passes over a slice).
 @kernel
 def _tiles_in(phased, th, tw, v):  # pragma: no cover (compiled)
-    """v[k1*a + k2, tiles, :] = (B^T d B)[k1, k2] for each tile d of the input phased by
-    :func:`_phase` (n, rows, 4, q, C), a row of tiles at a time (``v``: a*a rows)."""
-    a = 6 if v.shape[0] == 36 else 8
+    """v[k1*8 + k2, tiles, :] = (B^T d B)[k1, k2] for each 8x8 tile d (5x5 filters) of
+    the input phased by :func:`_phase` (n, rows, 4, q, C), a row of tiles at a time."""
+    a = 8
     q, c = phased.shape[3], phased.shape[4]
     size, run = 4 * q * c, tw * c
     flat = phased.reshape(phased.size)
@@ -311,17 +317,18 @@ def _tiles_in(phased, th, tw, v):  # pragma: no cover (compiled)
     for n in range(phased.shape[0]):
         for ty in range(th):
             # along the rows: source j is the tile row's padded row j
-            _bt(a, flat, (n * phased.shape[1] + ty * 4) * size, size, 4 * size, size, e, 0, 0)
+            _bt8(flat, (n * phased.shape[1] + ty * 4) * size, size, 4 * size, size, e, 0, 0)
             t0 = (n * th + ty) * run
             for k1 in range(a):  # along the columns: column j of every tile of the row
-                _bt(a, ef, k1 * size, q * c, c, run, v, k1 * a, t0)
+                _bt8(ef, k1 * size, q * c, c, run, v, k1 * a, t0)
 
 
 @kernel
 def _tiles_out(prod, th, tw, y):  # pragma: no cover (compiled)
-    """y (n, OH, OW, O) = (A^T M A) for each tile's products M in ``prod`` (a*a rows,
-    tiles*O), cropped where the tiles overhang, a row of tiles at a time."""
-    a = 6 if prod.shape[0] == 36 else 8
+    """y (n, OH, OW, O) = (A^T M A) for each 8x8 tile's products M (5x5 filters) in
+    ``prod`` (64 rows, tiles*O), cropped where the tiles overhang, a row of tiles at a
+    time (3x3 filters: conv_winograd_tiles.output_tiles)."""
+    a = 8
     o, width = y.shape[3], prod.shape[1]
     run = tw * o
     flat = prod.reshape(prod.size)
@@ -331,73 +338,38 @@ def _tiles_out(prod, th, tw, y):  # pragma: no cover (compiled)
         for ty in range(th):
             t0 = (n * th + ty) * run
             for k1 in range(a):  # along the columns: f[k1*4 + i] from prod[k1*a + k2]
-                _at(a, flat, k1 * a * width + t0, width, run, f, k1 * 4, 0)
-            _at(a, f.reshape(a * 4 * run), 0, 4 * run, 4 * run, z, 0, 0)  # along the rows
+                _at8(flat, k1 * a * width + t0, width, run, f, k1 * 4, 0)
+            _at8(f.reshape(a * 4 * run), 0, 4 * run, 4 * run, z, 0, 0)  # along the rows
             _scatter(z.reshape(4, 4, tw, o), y, n, ty)
 
 
 @helper
-def _bt(a, src, base, step, shift, size, out, row, start):  # pragma: no cover (compiled)
-    """out[row + k, start:start + size] = B^T[k] . (the a sources), k < a, source j being
-    ``src[base + (j % 4) * step + (j // 4) * shift:][:size]``."""
+def _bt8(src, base, step, shift, size, out, row, start):  # pragma: no cover (compiled)
+    """out[row + k, start:start + size] = B^T[k] . (the 8 sources) of F(4x4, 5x5), k < 8,
+    source j being ``src[base + (j % 4) * step + (j // 4) * shift:][:size]``."""
     s0, s1, s2, s3 = base, base + step, base + 2 * step, base + 3 * step
     e, t = start + size, base + shift
-    if a == 6:
-        _rows_bt6(
-            src[s0 : s0 + size], src[s1 : s1 + size], src[s2 : s2 + size], src[s3 : s3 + size],
-            src[t : t + size], src[t + step : t + step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e],
-            out[row + 3, start:e], out[row + 4, start:e], out[row + 5, start:e],
-        )  # fmt: skip
-    else:
-        _rows_bt8(
-            src[s0 : s0 + size], src[s1 : s1 + size], src[s2 : s2 + size], src[s3 : s3 + size],
-            src[t : t + size], src[t + step : t + step + size], src[t + 2 * step : t + 2 * step + size],
-            src[t + 3 * step : t + 3 * step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
-            out[row + 4, start:e], out[row + 5, start:e], out[row + 6, start:e], out[row + 7, start:e],
-        )  # fmt: skip
+    _rows_bt8(
+        src[s0 : s0 + size], src[s1 : s1 + size], src[s2 : s2 + size], src[s3 : s3 + size],
+        src[t : t + size], src[t + step : t + step + size], src[t + 2 * step : t + 2 * step + size],
+        src[t + 3 * step : t + 3 * step + size],
+        out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+        out[row + 4, start:e], out[row + 5, start:e], out[row + 6, start:e], out[row + 7, start:e],
+    )  # fmt: skip
 
 
 @helper
-def _at(a, src, base, step, size, out, row, start):  # pragma: no cover (compiled)
-    """out[row + i, start:start + size] = A^T[i] . (the a sources), i < 4, source j being
-    ``src[base + j * step:][:size]``."""
+def _at8(src, base, step, size, out, row, start):  # pragma: no cover (compiled)
+    """out[row + i, start:start + size] = A^T[i] . (the 8 sources) of F(4x4, 5x5), i < 4,
+    source j being ``src[base + j * step:][:size]``."""
     e = start + size
-    if a == 6:
-        _rows_at6(
-            src[base : base + size], src[base + step : base + step + size],
-            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
-            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
-        )  # fmt: skip
-    else:
-        _rows_at8(
-            src[base : base + size], src[base + step : base + step + size],
-            src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
-            src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
-            src[base + 6 * step : base + 6 * step + size], src[base + 7 * step : base + 7 * step + size],
-            out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
-        )  # fmt: skip
-
-
-@helper
-def _rows_bt6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):  # pragma: no cover (compiled)
-    """o_k = B^T[k] . (d0, ..., d5), elementwise, for F(4x4, 3x3)'s B^T rows
-    (4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
-    (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)."""
-    f2, f4, f5 = np.float32(2), np.float32(4), np.float32(5)
-    for u in range(o0.size):
-        e1 = d4[u] - f4 * d2[u]
-        o1_ = d3[u] - f4 * d1[u]
-        e2 = d4[u] - d2[u]
-        o2_ = f2 * (d3[u] - d1[u])
-        o0[u] = f4 * d0[u] - f5 * d2[u] + d4[u]
-        o1[u] = e1 + o1_
-        o2[u] = e1 - o1_
-        o3[u] = e2 + o2_
-        o4[u] = e2 - o2_
-        o5[u] = f4 * d1[u] - f5 * d3[u] + d5[u]
+    _rows_at8(
+        src[base : base + size], src[base + step : base + step + size],
+        src[base + 2 * step : base + 2 * step + size], src[base + 3 * step : base + 3 * step + size],
+        src[base + 4 * step : base + 4 * step + size], src[base + 5 * step : base + 5 * step + size],
+        src[base + 6 * step : base + 6 * step + size], src[base + 7 * step : base + 7 * step + size],
+        out[row, start:e], out[row + 1, start:e], out[row + 2, start:e], out[row + 3, start:e],
+    )  # fmt: skip
 
 
 @helper
@@ -421,22 +393,6 @@ def _rows_bt8(d0, d1, d2, d3, d4, d5, d6, d7, o0, o1, o2, o3, o4, o5, o6, o7):  
         o5[u] = e3 + q3
         o6[u] = e3 - q3
         o7[u] = d7[u] - d1[u] + g * (d3[u] - d5[u])
-
-
-@helper
-def _rows_at6(s0, s1, s2, s3, s4, s5, o0, o1, o2, o3):  # pragma: no cover (compiled)
-    """o_i = A^T[i] . (s0, ..., s5), elementwise, for F(4x4, 3x3)'s A^T rows
-    (1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1)."""
-    f2, f4, f8 = np.float32(2), np.float32(4), np.float32(8)
-    for u in range(o0.size):
-        a1 = s1[u] + s2[u]
-        b1 = s1[u] - s2[u]
-        a2 = s3[u] + s4[u]
-        b2 = s3[u] - s4[u]
-        o0[u] = s0[u] + a1 + a2
-        o1[u] = b1 + f2 * b2
-        o2[u] = a1 + f4 * a2
-        o3[u] = b1 + f8 * b2 + s5[u]
 
 
 @helper
