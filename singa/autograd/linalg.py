@@ -8,6 +8,7 @@ from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.autograd.errors import ShapeError
 from singa.device import array_module
 from singa.kernels.products import matmul as _product
+from singa.kernels.products import matmuls as _products
 from singa.tensor import Tensor
 
 __all__ = ["matmul", "add_bias", "gemm", "cossim", "det"]
@@ -72,6 +73,12 @@ class MatMul(Operation):
                 dy = dy.reshape(dy.shape + (1,))
             a = a.reshape(1, -1) if a.ndim == 1 else a
             b = b.reshape(-1, 1) if b.ndim == 1 else b
+        if b.ndim == 2 and a.ndim >= 2 and all(self.needs_grad[:2]):
+            # a matrix (or a stack of them: the batch folds into the rows) times one
+            # matrix: both gradient products handed to the workers together
+            k, m = a.shape[-1], dy.shape[-1]
+            da, db = _products([(dy, b.T), (a.reshape(-1, k).T, dy.reshape(-1, m))])
+            return da.reshape(sa), db.reshape(sb)
         da = db = None
         if self.needs_grad[0]:
             da = unbroadcast(_product(dy, _swap(b)), a.shape).reshape(sa)

@@ -21,7 +21,7 @@ import numpy as np
 
 from singa.kernels import blas_threads, workers
 
-__all__ = ["matmul", "block_count", "SPLIT_MACS", "BLOCK_MACS"]
+__all__ = ["matmul", "matmuls", "block_count", "SPLIT_MACS", "BLOCK_MACS"]
 
 #: products with fewer multiply-adds run whole: below it the hand-off to a worker (50-80
 #: us) eats the gain (2 cores, one BLAS thread each: (64, 784) @ (784, 100), 5 M, took
@@ -71,6 +71,16 @@ def _product_into(a: Any, b: Any, out: Any) -> None:
     np.matmul(a, b, out=out)
 
 
+def _block_pieces(a: Any, b: Any, out: Any) -> list:
+    """The blocks of the large product ``a @ b`` into ``out``: row blocks, or column
+    blocks when the result is wider than tall."""
+    (m, k), n = a.shape, b.shape[1]
+    blocks = block_count(m * k * n)
+    if m >= n:
+        return [(a[i:j], b, out[i:j]) for i, j in workers.even_pieces(m, blocks)]
+    return [(a, b[:, i:j], out[:, i:j]) for i, j in workers.even_pieces(n, blocks)]
+
+
 def matmul(a: Any, b: Any, out: Any = None) -> Any:
     """``a @ b`` (into ``out`` when given): a large 2-D numpy product in row blocks
     (column blocks when the result is wider than tall) on the workers; any other
@@ -82,13 +92,26 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         return rows.reshape(*a.shape[:-1], b.shape[-1])
     if not _splittable(a, b, out):
         return blas_threads.matmul(a, b, out=out)
-    (m, k), n = a.shape, b.shape[1]
     if out is None:
-        out = np.empty((m, n), a.dtype)
-    blocks = block_count(m * k * n)
-    if m >= n:
-        pieces = [(a[i:j], b, out[i:j]) for i, j in workers.even_pieces(m, blocks)]
-    else:
-        pieces = [(a, b[:, i:j], out[:, i:j]) for i, j in workers.even_pieces(n, blocks)]
-    workers.run_pieces(_product_into, pieces, np)
+        out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    workers.run_pieces(_product_into, _block_pieces(a, b, out), np)
     return out
+
+
+def matmuls(pairs: list) -> list:
+    """``[matmul(a, b) for a, b in pairs]`` with the blocks of every large product
+    handed to the workers at once: the same blocks and bits as one call each, and one
+    wait for the slowest block instead of one per product (a layer's two gradient
+    products, for instance)."""
+    outs, pieces = [], []
+    for a, b in pairs:
+        stacked = a.ndim > 2 and b.ndim == 2 and type(a) is np.ndarray
+        a2 = a.reshape(-1, a.shape[-1]) if stacked else a
+        if _splittable(a2, b, None):
+            out = np.empty((a2.shape[0], b.shape[1]), a2.dtype)
+            pieces += _block_pieces(a2, b, out)
+        else:
+            out = blas_threads.matmul(a2, b)
+        outs.append(out.reshape(*a.shape[:-1], b.shape[-1]) if stacked else out)
+    workers.run_pieces(_product_into, pieces, np)
+    return outs

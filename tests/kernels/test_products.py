@@ -133,3 +133,21 @@ def test_a_stack_times_a_matrix_is_one_product_of_the_rows(small_split, monkeypa
     got = products.matmul(a, b)
     assert got.shape == (3, 5, 6, 4) and seen and seen[0] >= 2
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_matmuls_hand_every_block_over_at_once_with_the_same_bits(small_split, monkeypatch):
+    monkeypatch.setattr(products, "BLOCK_MACS", 64)  # several blocks each
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 20, 9)).astype(np.float32)  # a stack times one matrix
+    w = rng.standard_normal((9, 11)).astype(np.float32)
+    dy = rng.standard_normal((3, 20, 11)).astype(np.float32)
+    pairs = [(dy, w.T), (x.reshape(-1, 9).T, dy.reshape(-1, 11)), (np.ones((2, 2)), np.ones((2, 2)))]
+    want = [products.matmul(a, b) for a, b in pairs]
+    seen = _count_pieces(monkeypatch)
+    got = products.matmuls(pairs)
+    assert len(seen) == 1 and seen[0] > 4  # one hand-off of both products' blocks
+    for g, w_ in zip(got, want):
+        assert g.shape == w_.shape
+        np.testing.assert_array_equal(g, w_)
+    np.testing.assert_allclose(got[0], dy @ w.T, rtol=1e-5)
+    np.testing.assert_allclose(got[1], x.reshape(-1, 9).T @ dy.reshape(-1, 11), rtol=1e-5)
