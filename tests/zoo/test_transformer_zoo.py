@@ -151,3 +151,31 @@ def test_vit_learns_and_graph_is_bitwise_eager():
     eager, graph = train(False), train(True)
     assert eager == graph
     assert np.mean(eager[-4:]) < 0.5 * np.mean(eager[:4])
+
+
+def test_gpt_bits_do_not_depend_on_the_worker_count():
+    """Large enough that every kernel cuts its work into pieces (products in blocks,
+    attention over (batch, head) pieces, layer norm rows, GELU): one worker and two
+    give the same bits after two AdamW steps."""
+    from singa.kernels import workers
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 50, size=(32, 128))
+    y = np.roll(x, -1, axis=1)
+    states = []
+    try:
+        for count in (1, 2):
+            workers.set_worker_count(count)
+            device.get_default_device().set_rand_seed(5)
+            m = zoo.create("gpt", num_classes=50, num_layers=1, num_heads=4, width=64, context=128)
+            m.set_optimizer(opt.AdamW(1e-2))
+            tx = Tensor(data=x, dtype=np.int64, requires_grad=False)
+            ty = Tensor(data=y, dtype=np.int64, requires_grad=False)
+            m.compile([tx], is_train=True, use_graph=False)
+            for _ in range(2):
+                m(tx, ty)
+            states.append({k: v.to_numpy() for k, v in m.get_states().items()})
+    finally:
+        workers.set_worker_count(None)
+    for k in states[0]:
+        np.testing.assert_array_equal(states[0][k], states[1][k], err_msg=k)
