@@ -21,7 +21,7 @@ import numpy as np
 
 from singa.kernels import blas_threads, workers
 
-__all__ = ["matmul", "matmuls", "block_count", "SPLIT_MACS", "BLOCK_MACS"]
+__all__ = ["matmul", "matmuls", "block_count", "SPLIT_MACS", "BLOCK_MACS", "DEEP_RATIO"]
 
 #: products with fewer multiply-adds run whole: below it the hand-off to a worker (50-80
 #: us) eats the gain (2 cores, one BLAS thread each: (64, 784) @ (784, 100), 5 M, took
@@ -35,8 +35,14 @@ BLOCK_MACS = 1 << 27
 _MAX_BLOCKS = 8
 
 
-def _splittable(a: Any, b: Any, out: Any) -> bool:
-    """Whether ``a @ b`` is a large float product of two numpy matrices."""
+#: products whose inner dimension is more than this many times the result's longer side
+#: run whole: each block packs the whole other operand, most of such a product's work (a
+#: weight gradient (128, 2048) @ (2048, 128) took 0.74 ms in two blocks, 0.39 ms whole)
+DEEP_RATIO = 4
+
+
+def _plain(a: Any, b: Any, out: Any) -> bool:
+    """Whether ``a @ b`` (into ``out``) is a float product of two numpy matrices."""
     return (
         isinstance(a, np.ndarray)
         and isinstance(b, np.ndarray)
@@ -45,8 +51,16 @@ def _splittable(a: Any, b: Any, out: Any) -> bool:
         and a.dtype == b.dtype
         and a.dtype.kind == "f"
         and (out is None or _separate_out(a, b, out))
-        and a.shape[0] * a.shape[1] * b.shape[1] >= SPLIT_MACS
     )
+
+
+def _splittable(a: Any, b: Any, out: Any) -> bool:
+    """Whether ``a @ b`` is a large float product of two numpy matrices worth cutting
+    into blocks (not a deep one: see :data:`DEEP_RATIO`)."""
+    if not _plain(a, b, out):
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    return m * k * n >= SPLIT_MACS and k <= DEEP_RATIO * max(m, n)
 
 
 def _separate_out(a: Any, b: Any, out: Any) -> bool:
@@ -100,18 +114,25 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 def matmuls(pairs: list) -> list:
     """``[matmul(a, b) for a, b in pairs]`` with the blocks of every large product
-    handed to the workers at once: the same blocks and bits as one call each, and one
-    wait for the slowest block instead of one per product (a layer's two gradient
-    products, for instance)."""
-    outs, pieces = [], []
+    handed to the workers at once, and the other float products beside them as one piece
+    each: the same blocks and bits as one call each, and one wait for the slowest piece
+    instead of one per product (a layer's two gradient products, for instance)."""
+    outs, blocks, whole = [], [], []
     for a, b in pairs:
         stacked = a.ndim > 2 and b.ndim == 2 and type(a) is np.ndarray
         a2 = a.reshape(-1, a.shape[-1]) if stacked else a
-        if _splittable(a2, b, None):
+        if _plain(a2, b, None):
             out = np.empty((a2.shape[0], b.shape[1]), a2.dtype)
-            pieces += _block_pieces(a2, b, out)
+            if _splittable(a2, b, None):
+                blocks += _block_pieces(a2, b, out)
+            else:
+                whole.append((a2, b, out))
         else:
             out = blas_threads.matmul(a2, b)
         outs.append(out.reshape(*a.shape[:-1], b.shape[-1]) if stacked else out)
-    workers.run_pieces(_product_into, pieces, np)
+    if blocks:
+        workers.run_pieces(_product_into, blocks + whole, np)
+    else:  # nothing to share: each product on the BLAS threads its shape gets
+        for a2, b, out in whole:
+            blas_threads.matmul(a2, b, out=out)
     return outs

@@ -151,3 +151,22 @@ def test_matmuls_hand_every_block_over_at_once_with_the_same_bits(small_split, m
         np.testing.assert_array_equal(g, w_)
     np.testing.assert_allclose(got[0], dy @ w.T, rtol=1e-5)
     np.testing.assert_allclose(got[1], x.reshape(-1, 9).T @ dy.reshape(-1, 11), rtol=1e-5)
+
+
+def test_deep_products_run_whole_and_beside_the_blocks(small_split, monkeypatch):
+    """A product whose inner dimension dwarfs its result (a weight gradient) is not cut
+    (each block would pack the whole other operand); matmuls runs it as one piece beside
+    the other product's blocks."""
+    monkeypatch.setattr(products, "BLOCK_MACS", 64)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((200, 8)).astype(np.float32)
+    dy = rng.standard_normal((200, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    seen = _count_pieces(monkeypatch)
+    deep = products.matmul(x.T, dy)  # (8, 200) @ (200, 6): 200 > 4 * 8
+    assert seen == []
+    np.testing.assert_array_equal(deep, x.T @ dy)
+    dx, dw = products.matmuls([(dy, w.T), (x.T, dy)])
+    assert len(seen) == 1 and seen[0] == products.block_count(200 * 6 * 8) + 1
+    np.testing.assert_array_equal(dw, deep)
+    np.testing.assert_array_equal(dx, products.matmul(dy, w.T))
