@@ -21,7 +21,7 @@ from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.device import array_module
 from singa.kernels import workers
 from singa.kernels.buffers import pooled_out
-from singa.kernels.gelu import gelu_exact, gelu_exact_grad
+from singa.kernels.gelu import gelu_exact, gelu_exact_grad, gelu_float32, gelu_float32_grad
 from singa.kernels.jit import kernel, takes_floats
 from singa.tensor import Tensor
 
@@ -373,7 +373,7 @@ class Gelu(Operation):
         elif takes_floats(x):  # the compiled kernel (singa.kernels.gelu)
             x = x if x.flags.c_contiguous else x.copy()  # cdf is written through views of it
             y, cdf = np.empty_like(x), np.empty_like(x)
-            workers.run_flat(gelu_exact, y, x, cdf)
+            workers.run_flat(gelu_float32 if x.dtype == np.float32 else gelu_exact, y, x, cdf)
             if self.requires_grad:
                 self.cache = (x, (cdf,))
         else:
@@ -394,7 +394,8 @@ class Gelu(Operation):
             d *= 0.5
         elif isinstance(aux, tuple):  # the compiled forward's Phi(x)
             dx = np.empty_like(x)
-            workers.run_flat(gelu_exact_grad, dx, dy.astype(x.dtype, copy=False), x, aux[0])
+            grad = gelu_float32_grad if x.dtype == np.float32 else gelu_exact_grad
+            workers.run_flat(grad, dx, dy.astype(x.dtype, copy=False), x, aux[0])
             return dx.astype(dy.dtype, copy=False)
         else:
             with np.errstate(over="ignore"):

@@ -10,10 +10,15 @@ attend gives zeros (PyTorch's SDPA does the same), never NaN.
 Memory: the leading (batch, head) pairs are processed in blocks whose score blocks
 take at most :data:`BLOCK_BYTES`, so at most one such block of (L x S) scores (and its
 probabilities) exists at a time during the forward; the probabilities are kept for
-backward while all of them fit in :data:`KEEP_BYTES`, else only the per-row
-log-sum-exp is kept and each block is recomputed in backward (FlashAttention's
-trade: one more product for O(L) memory per row). Scores and softmax are computed in
-float32 for float16 inputs (and the products too, as matmul does on the CPU).
+backward while all of them fit in :data:`KEEP_BYTES`, else each block is recomputed
+in backward (FlashAttention's trade: one more product for no kept scores), with the
+same bits as in the forward. Scores and softmax are computed in float32 for float16
+inputs (and the products too, as matmul does on the CPU).
+
+On the CPU each block's (batch x head) rows are cut into pieces run on the workers
+(:mod:`singa.kernels.workers`; pieces depend on the sizes only, so one or two workers
+give the same bits), and float32 scores without a mask take the compiled row softmax
+of :mod:`singa.kernels.attention_rows` (a causal row stops at its diagonal).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import numpy as np
 
 from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.device import array_module
+from singa.kernels import workers
+from singa.kernels.attention_rows import softmax_rows, softmax_rows_grad
 from singa.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "masked_softmax"]
@@ -50,18 +57,67 @@ def causal_allowed(xp: Any, q_len: int, kv_len: int) -> Any:
     return xp.tril(xp.ones((q_len, kv_len), dtype=bool))
 
 
-def _softmax_rows(s: Any, xp: Any) -> tuple:
-    """Softmax over the last axis of scores ``s`` (with -inf where masked; overwritten)
-    and the log-sum-exp per row; rows with no finite score give zeros (lse -inf)."""
+def _softmax_rows(s: Any, xp: Any) -> Any:
+    """Softmax over the last axis of scores ``s`` (with -inf where masked), in place;
+    rows with no finite score give zeros."""
     m = s.max(axis=-1, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     s -= m
     xp.exp(s, out=s)
     z = s.sum(axis=-1, keepdims=True)
-    lse = xp.log(xp.where(z > 0, z, 1)) + m
-    lse = xp.where(z > 0, lse, -xp.inf)
     s /= xp.where(z > 0, z, 1)
-    return s, lse
+    return s
+
+
+class _Heads:
+    """The (..., L, E) operands seen as 4-D (A0, A1, L, E) stacks (views when they are
+    4-D already, as (batch, heads) are), cut along one leading axis into blocks
+    (memory) and pieces (workers), each a rectangular slice."""
+
+    def __init__(self, lead: tuple):
+        self.lead = lead
+        n = math.prod(lead)
+        self.shape = lead if len(lead) == 2 else (1, n)
+        # slices along axis 0, or along axis 1 when axis 0 has one row, are contiguous
+        # parts of a contiguous array: the compiled kernels then always see one layout
+        # (numba compiles strided arrays separately, and sums them in another order)
+        self.axis = 0 if self.shape[0] > 1 else 1
+
+    def as4(self, a: Any) -> Any:
+        """``a`` (lead + (L, E)) as (A0, A1, L, E); a view when ``a`` is 4-D."""
+        return a if a.ndim == 4 else a.reshape(self.shape + a.shape[-2:])
+
+    def empty(self, xp: Any, rows: int, cols: int, dt: Any, heads_inner: bool) -> Any:
+        """A new (A0, A1, rows, cols) array; with ``heads_inner`` (4-D operands) a view of
+        an (A0, rows, A1, cols) one, the layout that (batch, length, heads, features)
+        consumers read without a copy."""
+        a0, a1 = self.shape
+        if heads_inner:
+            return xp.empty((a0, rows, a1, cols), dtype=dt).transpose(0, 2, 1, 3)
+        return xp.empty((a0, a1, rows, cols), dtype=dt)
+
+    def take(self, a: Any, i: int, j: int) -> Any:
+        """Rows i..j of ``a`` along the cut axis."""
+        return a[i:j] if self.axis == 0 else a[:, i:j]
+
+    def span(self) -> int:
+        return self.shape[self.axis]
+
+    def blocks(self, q_len: int, kv_len: int, itemsize: int) -> list:
+        """Slices along the cut axis whose scores take at most :data:`BLOCK_BYTES`."""
+        other = self.shape[1 - self.axis]
+        n = self.span()
+        per = max(1, BLOCK_BYTES // max(1, other * q_len * kv_len * itemsize))
+        return [(i, min(n, i + per)) for i in range(0, n, per)]
+
+    def back(self, a: Any, tail: tuple) -> Any:
+        """A 4-D result back in the operands' leading shape."""
+        return a if len(self.lead) == 2 else a.reshape(self.lead + tail)
+
+
+def _compiled_rows(s: Any, mask: Any) -> bool:
+    """Whether the compiled row softmax takes these scores: float32 numpy, no mask."""
+    return mask is None and s.dtype == np.float32 and type(s) is np.ndarray
 
 
 class ScaledDotProductAttention(Operation):
@@ -85,33 +141,15 @@ class ScaledDotProductAttention(Operation):
         self.device = device
 
     # ----- helpers ---------------------------------------------------------------------
-    def _blocks(self, n: int, q_len: int, kv_len: int, itemsize: int) -> list:
-        per = max(1, BLOCK_BYTES // max(1, q_len * kv_len * itemsize))
-        return [(i, min(n, i + per)) for i in range(0, n, per)]
-
-    def _bias_block(self, xp: Any, mask: Any, lead: tuple, i0: int, i1: int, shape: tuple, dt: Any) -> Any:
-        """The additive bias of leading rows i0..i1 (None when there is none)."""
-        q_len, kv_len = shape
+    def _bias_block(self, xp: Any, mask4: Any, shape: tuple, dt: Any) -> Any:
+        """The additive bias of a slice whose mask is ``mask4`` (None: no mask)."""
         bias = None
-        if mask is not None:
-            full = xp.broadcast_to(mask, lead + shape)
-            idx = np.unravel_index(np.arange(i0, i1), lead) if lead else ()
-            blk = full[idx] if lead else full[None]
-            if self.mask_is_bool:
-                bias = xp.where(blk, 0, -xp.inf).astype(dt)
-            else:
-                bias = blk.astype(dt)
+        if mask4 is not None:
+            bias = xp.where(mask4, 0, -xp.inf).astype(dt) if self.mask_is_bool else mask4.astype(dt)
         if self.is_causal:
-            c = xp.where(causal_allowed(xp, q_len, kv_len), 0, -xp.inf).astype(dt)
-            bias = c[None] if bias is None else bias + c
+            c = xp.where(causal_allowed(xp, *shape), 0, -xp.inf).astype(dt)
+            bias = c if bias is None else bias + c
         return bias
-
-    def _scores(self, xp: Any, qb: Any, kb: Any, bias: Any) -> Any:
-        s = qb @ kb.transpose(0, 2, 1)
-        s *= self.scale
-        if bias is not None:
-            s += bias
-        return s
 
     def _drop_mask(self, shape: tuple, dt: Any) -> Any:
         u = self.device.rng.random(shape, dtype=np.float64 if dt == np.float64 else np.float32)
@@ -119,79 +157,120 @@ class ScaledDotProductAttention(Operation):
         keep *= 1.0 / (1.0 - self.dropout_p)
         return keep
 
+    def _probs_into(self, xp: Any, s: Any, q4: Any, k4: Any, mask4: Any) -> None:
+        """The attention probabilities of the slices ``q4``, ``k4`` (and their mask)
+        written into ``s``: the compiled row kernel for float32 numpy arrays without a
+        mask, else the array expression. The same bits whenever they are computed."""
+        xp.matmul(q4, k4.swapaxes(-1, -2), out=s)
+        if _compiled_rows(s, mask4):
+            softmax_rows(s, self.scale, self.is_causal, np.empty(s.shape[:3], np.float32))
+            return
+        s *= self.scale
+        bias = self._bias_block(xp, mask4, s.shape[2:], s.dtype)
+        if bias is not None:
+            s += bias
+        _softmax_rows(s, xp)
+
     # ----- forward / backward ----------------------------------------------------------
     def forward(self, q, k, v, mask=None):
         xp = array_module(q)
         dt = compute_dtype(q)
-        lead, (q_len, d), kv_len, dv = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
-        n = math.prod(lead)
-        q3 = q.reshape(n, q_len, d).astype(dt, copy=False)
-        k3 = k.reshape(n, kv_len, d).astype(dt, copy=False)
-        v3 = v.reshape(n, kv_len, dv).astype(dt, copy=False)
-        out = xp.empty((n, q_len, dv), dtype=dt)
-        keep_p = self.requires_grad and n * q_len * kv_len * np.dtype(dt).itemsize <= KEEP_BYTES
-        probs, lses, drops = [], [], []
-        for i0, i1 in self._blocks(n, q_len, kv_len, np.dtype(dt).itemsize):
-            bias = self._bias_block(xp, mask, lead, i0, i1, (q_len, kv_len), dt)
-            p, lse = _softmax_rows(self._scores(xp, q3[i0:i1], k3[i0:i1], bias), xp)
-            pd = p
-            if self.dropout_p > 0:
-                keep = self._drop_mask(p.shape, dt)
-                drops.append(keep)
-                pd = p * keep
-            xp.matmul(pd, v3[i0:i1], out=out[i0:i1])
-            (probs if keep_p else lses).append(p if keep_p else lse)
-        if self.requires_grad:
-            self.cache = (q3, k3, v3, mask, lead, probs, lses, drops, q.dtype)
-        return out.reshape(lead + (q_len, dv)).astype(q.dtype, copy=False)
+        lead, q_len, kv_len, dv = q.shape[:-2], q.shape[-2], k.shape[-2], v.shape[-1]
+        heads = _Heads(lead)
+        q4, k4, v4 = (heads.as4(t.astype(dt, copy=False)) for t in (q, k, v))
+        mask4 = None if mask is None else heads.as4(xp.broadcast_to(mask, lead + (q_len, kv_len)))
+        out = heads.empty(xp, q_len, dv, dt, q.ndim == 4)
+        keep_p = self.requires_grad and math.prod(lead) * q_len * kv_len * np.dtype(dt).itemsize <= KEEP_BYTES
+        probs, drops = [], []
+        for i0, i1 in heads.blocks(q_len, kv_len, np.dtype(dt).itemsize):
+            p = xp.empty(heads.take(q4, i0, i1).shape[:2] + (q_len, kv_len), dtype=dt)
+            keep = self._drop_mask(p.shape, dt) if self.dropout_p > 0 else None
 
-    def _block_probs(self, xp: Any, j: int, blk: tuple, bias: Any) -> Any:
-        q3, k3, _, _, _, probs, lses, _, _ = self.cache
-        if probs:
-            return probs[j]
-        i0, i1 = blk
-        s = self._scores(xp, q3[i0:i1], k3[i0:i1], bias)
-        s -= lses[j]
-        return xp.exp(s, out=s)
+            def piece(a: int, b: int, i0: int = i0, p: Any = p, keep: Any = keep) -> None:
+                rows = (i0 + a, i0 + b)
+                pa = heads.take(p, a, b)
+                m4 = None if mask4 is None else heads.take(mask4, *rows)
+                self._probs_into(xp, pa, heads.take(q4, *rows), heads.take(k4, *rows), m4)
+                pd = pa if keep is None else pa * heads.take(keep, a, b)
+                xp.matmul(pd, heads.take(v4, *rows), out=heads.take(out, *rows))
+
+            workers.run_pieces(piece, workers.work_pieces(i1 - i0, 2 * p.size), xp)
+            if keep is not None:
+                drops.append(keep)
+            if keep_p:
+                probs.append(p)
+        if self.requires_grad:
+            self.cache = (heads, q4, k4, v4, mask4, mask, probs, drops, q.dtype)
+        return heads.back(out, (q_len, dv)).astype(q.dtype, copy=False)
+
+    def _block_grads(self, xp: Any, rows: tuple, p: Any, g: Any, keep: Any, grads: tuple) -> None:
+        """The gradients of rows ``rows`` along the cut axis (probabilities ``p``,
+        recomputed when None; output gradient ``g``) written into ``grads`` = (dq, dk,
+        dv, dbias or None)."""
+        heads, q4, k4, v4, mask4 = self.cache[:5]
+        q, k, v = (heads.take(t, *rows) for t in (q4, k4, v4))
+        m4 = None if mask4 is None else heads.take(mask4, *rows)
+        dq, dk, dv, dbias = (None if t is None else heads.take(t, *rows) for t in grads)
+        if p is None:
+            p = xp.empty(q.shape[:2] + (q.shape[2], k.shape[2]), dtype=q.dtype)
+            self._probs_into(xp, p, q, k, m4)
+        pd = p if keep is None else p * keep
+        xp.matmul(pd.swapaxes(-1, -2), g, out=dv)
+        dp = g @ v.swapaxes(-1, -2)
+        if keep is not None:
+            dp *= keep
+        if _compiled_rows(dp, m4):
+            softmax_rows_grad(dp, p, self.scale, self.is_causal)
+        else:
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p
+            if dbias is not None:
+                dbias[...] = dp
+            dp *= self.scale
+        xp.matmul(dp, k, out=dq)
+        xp.matmul(dp.swapaxes(-1, -2), q, out=dk)
 
     def backward(self, dy):
         xp = array_module(dy)
-        q3, k3, v3, mask, lead, _, _, drops, in_dt = self.cache
-        n, q_len, d = q3.shape
-        kv_len = k3.shape[1]
-        dt = q3.dtype
-        dy3 = dy.reshape(n, q_len, -1).astype(dt, copy=False)
-        dq, dk, dv = xp.empty_like(q3), xp.empty_like(k3), xp.empty_like(v3)
+        heads, q4, k4, v4, mask4, mask, probs, drops, in_dt = self.cache
+        q_len, d, kv_len, dv_len = q4.shape[2], q4.shape[3], k4.shape[2], v4.shape[3]
+        dt = q4.dtype
+        dy4 = heads.as4(dy.astype(dt, copy=False))
+        inner = len(heads.lead) == 2
+        dq, dk, dv = (
+            heads.empty(xp, n, e, dt, inner) for n, e in ((q_len, d), (kv_len, d), (kv_len, dv_len))
+        )
         want_mask = (
             mask is not None and not self.mask_is_bool and len(self.needs_grad) > 3 and self.needs_grad[3]
         )
-        dbias = xp.empty((n, q_len, kv_len), dtype=dt) if want_mask else None
-        for j, (i0, i1) in enumerate(self._blocks(n, q_len, kv_len, np.dtype(dt).itemsize)):
-            bias = None if self.cache[5] else self._bias_block(xp, mask, lead, i0, i1, (q_len, kv_len), dt)
-            p = self._block_probs(xp, j, (i0, i1), bias)
-            g = dy3[i0:i1]
-            pd = p * drops[j] if drops else p
-            xp.matmul(pd.transpose(0, 2, 1), g, out=dv[i0:i1])
-            dp = g @ v3[i0:i1].transpose(0, 2, 1)
-            if drops:
-                dp *= drops[j]
-            ds = dp - (dp * p).sum(axis=-1, keepdims=True)
-            ds *= p
-            if dbias is not None:
-                dbias[i0:i1] = ds
-            ds *= self.scale
-            xp.matmul(ds, k3[i0:i1], out=dq[i0:i1])
-            xp.matmul(ds.transpose(0, 2, 1), q3[i0:i1], out=dk[i0:i1])
+        dbias = xp.empty(heads.shape + (q_len, kv_len), dtype=dt) if want_mask else None
+        for j, (i0, i1) in enumerate(heads.blocks(q_len, kv_len, np.dtype(dt).itemsize)):
+            p = probs[j] if probs else None
+            keep = drops[j] if drops else None
+
+            def piece(a: int, b: int, i0: int = i0, p: Any = p, keep: Any = keep) -> None:
+                rows = (i0 + a, i0 + b)
+                self._block_grads(
+                    xp,
+                    rows,
+                    None if p is None else heads.take(p, a, b),
+                    heads.take(dy4, *rows),
+                    None if keep is None else heads.take(keep, a, b),
+                    (dq, dk, dv, dbias),
+                )
+
+            work = 3 * (i1 - i0) * heads.shape[1 - heads.axis] * q_len * kv_len
+            workers.run_pieces(piece, workers.work_pieces(i1 - i0, work), xp)
         grads = [
-            dq.reshape(lead + (q_len, d)).astype(in_dt, copy=False),
-            dk.reshape(lead + (kv_len, d)).astype(in_dt, copy=False),
-            dv.reshape(lead + (kv_len, v3.shape[2])).astype(in_dt, copy=False),
+            heads.back(dq, (q_len, d)).astype(in_dt, copy=False),
+            heads.back(dk, (kv_len, d)).astype(in_dt, copy=False),
+            heads.back(dv, (kv_len, dv_len)).astype(in_dt, copy=False),
         ]
         if mask is not None:
             grads.append(
                 None
                 if dbias is None
-                else unbroadcast(dbias.reshape(lead + (q_len, kv_len)), mask.shape).astype(mask.dtype)
+                else unbroadcast(heads.back(dbias, (q_len, kv_len)), mask.shape).astype(mask.dtype)
             )
         return tuple(grads)
 

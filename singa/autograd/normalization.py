@@ -23,7 +23,8 @@ from singa.device import array_module
 from singa.kernels import workers
 from singa.kernels.buffers import scratch
 from singa.kernels.im2col import is_channels_last
-from singa.kernels.jit import kernel
+from singa.kernels.jit import kernel, takes_floats
+from singa.kernels.layer_norm import layer_norm_rows, layer_norm_rows_grad
 from singa.tensor import Tensor
 
 __all__ = ["batchnorm_2d", "layer_norm", "rms_norm"]
@@ -449,7 +450,9 @@ def batchnorm_2d(
 
 class LayerNorm(Operation):
     """ONNX LayerNormalization: normalise over the axes ``axis``..end, then
-    ``y = xhat * scale + bias`` (scale and bias broadcast to x.shape[axis:])."""
+    ``y = xhat * scale + bias`` (scale and bias broadcast to x.shape[axis:]). float32
+    and float64 numpy arrays take the compiled row kernels of
+    :mod:`singa.kernels.layer_norm` on the workers; others the array expression."""
 
     def __init__(self, axis: int = -1, eps: float = 1e-5):
         super().__init__()
@@ -457,46 +460,94 @@ class LayerNorm(Operation):
         self.eps = float(eps)
 
     def forward(self, x, scale, bias=None):
-        xp = array_module(x)
         inner = x.shape[self.axis :]
         d = math.prod(inner)
-        x2 = x.reshape(-1, d)
+        xp = array_module(x)
+        s1 = xp.broadcast_to(scale.astype(x.dtype, copy=False), inner).reshape(d)
+        b1 = None if bias is None else xp.broadcast_to(bias.astype(x.dtype, copy=False), inner).reshape(d)
+        shapes = (scale.shape, None if bias is None else bias.shape)
+        if takes_floats(x) and d > 0:
+            y = self._forward_rows(x.reshape(-1, d), s1, b1, shapes)
+        else:
+            y = self._forward_expression(xp, x.reshape(-1, d), s1, b1, shapes)
+        return y.reshape(x.shape)
+
+    def _forward_rows(self, x2: Any, s1: Any, b1: Any, shapes: tuple) -> Any:
+        x2 = np.ascontiguousarray(x2)
+        r, d = x2.shape
+        s1 = np.ascontiguousarray(s1)
+        b1 = np.zeros(d, x2.dtype) if b1 is None else np.ascontiguousarray(b1)
+        y = np.empty_like(x2)
+        mean, invstd = np.empty(r), np.empty(r)
+        workers.run_pieces(
+            lambda i, j: layer_norm_rows(x2[i:j], s1, b1, self.eps, y[i:j], mean[i:j], invstd[i:j]),
+            workers.work_pieces(r, 4 * r * d),
+        )
+        if self.requires_grad:
+            self.cache = ("rows", (x2, s1, mean, invstd), shapes)
+        return y
+
+    def _forward_expression(self, xp: Any, x2: Any, s1: Any, b1: Any, shapes: tuple) -> Any:
+        d = x2.shape[1]
         ones = ones_vector(x2, d)
         m = (x2 @ ones) * (1.0 / d)
         xhat = x2 - m[:, None]
         var = ((xhat * xhat) @ ones) * (1.0 / d)
         invstd = (1.0 / xp.sqrt(var + self.eps))[:, None]
         xhat *= invstd
-        s2 = xp.broadcast_to(scale.astype(x.dtype, copy=False), inner).reshape(1, d)
-        y = xhat * s2
-        if bias is not None:
-            y += xp.broadcast_to(bias.astype(x.dtype, copy=False), inner).reshape(1, d)
+        y = xhat * s1.reshape(1, d)
+        if b1 is not None:
+            y += b1.reshape(1, d)
         if self.requires_grad:
-            self.cache = (xhat, invstd, s2, scale.shape, None if bias is None else bias.shape)
-        return y.reshape(x.shape)
+            self.cache = ("arrays", (xhat, invstd, s1.reshape(1, d)), shapes)
+        return y
 
     def backward(self, dy):
-        xhat, invstd, s2, sshape, bshape = self.cache
-        r, d = xhat.shape
+        path, saved, (sshape, bshape) = self.cache
         inner = dy.shape[self.axis :]
-        dy2 = dy.reshape(r, d)
+        d = math.prod(inner)
+        dy2 = dy.reshape(-1, d)
+        if path == "rows":
+            dx, dscale, dbias = self._backward_rows(dy2, *saved)
+        else:
+            dx, dscale, dbias = self._backward_expression(dy2, *saved)
+        dscale = unbroadcast(dscale.reshape(inner), sshape) if self.needs_grad[1] else None
+        if bshape is None:
+            return dx.reshape(dy.shape), dscale
+        dbias = unbroadcast(dbias.reshape(inner), bshape) if self.needs_grad[2] else None
+        return dx.reshape(dy.shape), dscale, dbias
+
+    def _backward_rows(self, dy2: Any, x2: Any, s1: Any, mean: Any, invstd: Any) -> tuple:
+        dy2 = np.ascontiguousarray(dy2, dtype=x2.dtype)
+        r, d = x2.shape
+        dx = np.empty_like(x2)
+
+        def piece(i: int, j: int) -> tuple:
+            dscale, dbias = np.zeros(d), np.zeros(d)
+            layer_norm_rows_grad(dy2[i:j], x2[i:j], s1, mean[i:j], invstd[i:j], dx[i:j], dscale, dbias)
+            return dscale, dbias
+
+        parts = workers.run_pieces(piece, workers.work_pieces(r, 6 * r * d))
+        dscale, dbias = parts[0]
+        for ds, db in parts[1:]:  # in piece order: the same bits for any worker count
+            dscale += ds
+            dbias += db
+        return dx, dscale.astype(x2.dtype), dbias.astype(x2.dtype)
+
+    def _backward_expression(self, dy2: Any, xhat: Any, invstd: Any, s2: Any) -> tuple:
+        r, d = xhat.shape
         ones_r = ones_vector(dy2, r)
-        dx = dscale = dbias = None
-        if self.needs_grad[1]:
-            dscale = unbroadcast((ones_r @ (dy2 * xhat)).reshape(inner), sshape)
-        if bshape is not None and self.needs_grad[2]:
-            dbias = unbroadcast((ones_r @ dy2).reshape(inner), bshape)
-        if self.needs_grad[0]:
-            ones_d = ones_vector(dy2, d)
-            g = dy2 * s2
-            mg = (g @ ones_d) * (1.0 / d)
-            mgx = ((g * xhat) @ ones_d) * (1.0 / d)
-            g -= mg[:, None]
-            t = xhat * mgx[:, None]
-            g -= t
-            g *= invstd
-            dx = g.reshape(dy.shape)
-        return (dx, dscale) if bshape is None else (dx, dscale, dbias)
+        dscale = ones_r @ (dy2 * xhat)
+        dbias = ones_r @ dy2
+        ones_d = ones_vector(dy2, d)
+        g = dy2 * s2
+        mg = (g @ ones_d) * (1.0 / d)
+        mgx = ((g * xhat) @ ones_d) * (1.0 / d)
+        g -= mg[:, None]
+        t = xhat * mgx[:, None]
+        g -= t
+        g *= invstd
+        return g, dscale, dbias
 
 
 def layer_norm(x: Tensor, scale: Tensor, bias: Tensor | None, axis: int = -1, eps: float = 1e-5) -> Tensor:

@@ -17,6 +17,7 @@ import numpy as np
 
 from singa.autograd.engine import Operation, unbroadcast
 from singa.device import array_module
+from singa.kernels.scatter import add_rows, add_rows_applies
 from singa.tensor import Tensor
 
 __all__ = [
@@ -52,8 +53,11 @@ def axes_list(axes: Any) -> list[int]:
 
 def scatter_add(xp: Any, a: Any, key: Any, v: Any) -> None:
     """a[key] += v with repeated indices accumulated (ufunc.at; cupyx.scatter_add on
-    cupy versions without ``cupy.add.at``)."""
-    if xp is np or hasattr(xp.add, "at"):
+    cupy versions without ``cupy.add.at``; whole rows by a compiled kernel when ``key``
+    indexes the first axis of a float numpy array)."""
+    if xp is np and add_rows_applies(a, key, v):
+        add_rows(a, key[0], v)
+    elif xp is np or hasattr(xp.add, "at"):
         xp.add.at(a, key, v)
     else:  # pragma: no cover - old cupy
         import cupyx

@@ -10,7 +10,9 @@ That cache lives in the per-user cache folder (:func:`kernel_cache_dir`:
 never beside the installed package: files there outlive ``pip uninstall`` and leave a
 ``singa`` folder that shadows the next install. Kernels release the GIL,
 so batch slices may run on several threads (``im2col.split_batch``). numba has no
-float16 on the CPU: callers compute float16 arrays in float32.
+float16 on the CPU: callers compute float16 arrays in float32. Division follows numpy
+(``x / 0`` is inf or nan, never ``ZeroDivisionError``): Python's check is a branch in
+every loop that divides, and it keeps LLVM from vectorising the loop.
 """
 
 from __future__ import annotations
@@ -90,25 +92,32 @@ def _numba_cache_in(folder: Path) -> Iterator[None]:
         config.CACHE_DIR = before
 
 
-def _compile(fn: Callable) -> Callable:
+def _compile(fn: Callable, reassociate: bool) -> Callable:
     from numba import njit
 
     _register_helpers()
+    options: dict[str, Any] = {"nogil": True, "error_model": "numpy"}
+    if reassociate:
+        options["fastmath"] = {"reassoc", "nsz", "contract"}
     folder = kernel_cache_dir()
     if not _writable(folder):  # no cache rather than one beside the package
-        return njit(nogil=True)(fn)
+        return njit(**options)(fn)
     with _numba_cache_in(folder):
-        return njit(nogil=True, cache=True)(fn)
+        return njit(cache=True, **options)(fn)
 
 
-def kernel(fn: Callable) -> Callable:
+def kernel(fn: Callable | None = None, *, reassociate: bool = False) -> Any:
     """``fn`` compiled by numba (no GIL, cached in :func:`kernel_cache_dir`) when first
-    called."""
+    called. ``@kernel(reassociate=True)`` lets LLVM reorder float additions, so that a
+    sum along a row runs in vector lanes (a plain loop adds one element at a time, 4
+    cycles apart): the sum's rounding changes, the same way on every run."""
+    if fn is None:
+        return lambda f: kernel(f, reassociate=reassociate)
     compiled: list = []
 
     def call(*args: Any) -> Any:
         if not compiled:
-            compiled.append(_compile(fn))
+            compiled.append(_compile(fn, reassociate))
         return compiled[0](*args)
 
     call.__doc__ = fn.__doc__

@@ -21,13 +21,17 @@ import numpy as np
 
 from singa.kernels import blas_threads, workers
 
-__all__ = ["matmul", "block_count", "SPLIT_MACS"]
+__all__ = ["matmul", "block_count", "SPLIT_MACS", "BLOCK_MACS"]
 
 #: products with fewer multiply-adds run whole: below it the hand-off to a worker (50-80
 #: us) eats the gain (2 cores, one BLAS thread each: (64, 784) @ (784, 100), 5 M, took
 #: 170 us whole and 300-360 us in two blocks; (64, 1024) @ (1024, 500), 33 M, 870 and 650 us)
 SPLIT_MACS = 1 << 24
-#: at most this many blocks (two per SPLIT_MACS * 2 multiply-adds, an even number)
+#: multiply-adds per block pair: each block costs its own packing of the other operand
+#: and its own edge tiles. On one BLAS thread the gpt's (2048, 128) @ (128, 512) products
+#: took 1.5 % longer in 2 blocks than whole, 10 % in 4 and 14 % in 8 (bench/README.md)
+BLOCK_MACS = 1 << 27
+#: at most this many blocks (an even number)
 _MAX_BLOCKS = 8
 
 
@@ -58,9 +62,9 @@ def _separate_out(a: Any, b: Any, out: Any) -> bool:
 
 def block_count(macs: int) -> int:
     """How many blocks a product of ``macs`` multiply-adds (at least
-    :data:`SPLIT_MACS`) is cut into: two per ``2 * SPLIT_MACS``, at most
+    :data:`SPLIT_MACS`) is cut into: two per :data:`BLOCK_MACS`, at most
     ``_MAX_BLOCKS``, always even."""
-    return min(_MAX_BLOCKS, 2 * max(1, macs // (2 * SPLIT_MACS)))
+    return min(_MAX_BLOCKS, 2 * max(1, macs // BLOCK_MACS))
 
 
 def _product_into(a: Any, b: Any, out: Any) -> None:

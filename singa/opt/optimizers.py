@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from singa.device import array_module
-from singa.kernels.jit import kernel, takes_floats
+from singa.kernels.optimizer_steps import adam_step, fused_step_applies, sgd_momentum_step
 from singa.opt.base import Optimizer, _number
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSProp", "AdaGrad"]
@@ -86,10 +88,10 @@ class SGD(Optimizer):
 
     def _step_param(self, p, g, slots, step, lr, own):
         buf = slots.get("momentum")
-        if self.momentum and buf is not None and _fused(p, g, buf):
+        if self.momentum and buf is not None and fused_step_applies(p, g, buf):
             t = p.dtype.type
             d = self.dampening
-            _sgd_momentum(
+            sgd_momentum_step(
                 p.reshape(-1), g.reshape(-1), buf.reshape(-1),
                 t(lr), t(self.momentum), t(1 - d), d != 0, t(self.weight_decay), self.nesterov,
             )  # fmt: skip
@@ -123,41 +125,6 @@ class SGD(Optimizer):
             p -= g
         else:
             p -= lr * upd
-
-
-def _fused(p: Any, g: Any, buf: Any) -> bool:
-    """Whether the compiled momentum step takes these arrays: numpy, at least
-    :data:`_FUSED_MIN_SIZE` elements (below, numpy's four calls cost less than one
-    call of the kernel), one float32 or float64 dtype and shape, and contiguous (so
-    they flatten without copies)."""
-    return (
-        takes_floats(p, g, buf)
-        and p.size >= _FUSED_MIN_SIZE
-        and p.shape == g.shape == buf.shape
-        and p.flags.c_contiguous
-        and g.flags.c_contiguous
-        and buf.flags.c_contiguous
-    )
-
-
-_FUSED_MIN_SIZE = 1 << 12
-
-
-# One pass over p, g and the momentum buffer instead of four numpy passes (buf *= m,
-# buf += g, lr * buf, p -= that): the step after the first of SGD with momentum, on the
-# CPU. Every operation is rounded as numpy rounds it (scalars in the arrays' dtype, no
-# fused multiply-add), so the result equals the numpy formulas bit for bit.
-@kernel
-def _sgd_momentum(p, g, buf, lr, m, keep, damp, wd, nesterov):  # pragma: no cover (compiled)
-    for i in range(p.shape[0]):
-        gi = g[i]
-        if wd != 0:
-            gi = gi + wd * p[i]
-        b = buf[i] * m
-        b = b + (keep * gi if damp else gi)
-        buf[i] = b
-        u = gi + m * b if nesterov else b
-        p[i] = p[i] - lr * u
 
 
 def _weight_decay(g, p, wd, own):
@@ -218,6 +185,16 @@ class Adam(Optimizer):
     def _step_param(self, p, g, slots, step, lr, own):
         xp = array_module(p)
         b1, b2 = self.beta_1, self.beta_2
+        if self.amsgrad and slots.get("max_v") is None:
+            slots["max_v"] = xp.zeros_like(p)
+        ours = [slots["m"], slots["v"]] + ([slots["max_v"]] if self.amsgrad else [])
+        if fused_step_applies(p, g, *ours):
+            wd = self.weight_decay
+            hyper = [wd, 1 - lr * wd, b1, 1 - b1, b2, 1 - b2, math.sqrt(1 - b2**step), self.epsilon]
+            hyper = np.array(hyper + [lr / (1 - b1**step)], dtype=p.dtype)
+            flat = [a.reshape(-1) for a in (p, g, *ours[:2], ours[-1])]
+            adam_step(*flat, hyper, self._decoupled and wd != 0, self.amsgrad)
+            return
         if self.weight_decay and self._decoupled:
             p *= 1 - lr * self.weight_decay
         elif self.weight_decay:

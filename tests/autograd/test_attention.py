@@ -244,13 +244,18 @@ def test_mixed_precision_keeps_scores_and_softmax_in_float32(monkeypatch):
     from singa.model import precision
 
     seen = []
-    real = attention._softmax_rows
+    real, real_kernel = attention._softmax_rows, attention.softmax_rows
 
     def spy(s, xp):
         seen.append(s.dtype)
         return real(s, xp)
 
+    def spy_kernel(s, *args):  # float32 rows without a mask: the compiled softmax
+        seen.append(s.dtype)
+        return real_kernel(s, *args)
+
     monkeypatch.setattr(attention, "_softmax_rows", spy)
+    monkeypatch.setattr(attention, "softmax_rows", spy_kernel)
     q, k, v = (const(a.astype(np.float16)) for a in qkv(dtype=np.float32))
     with precision.autocast("mixed"):
         y = autograd.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -322,3 +322,32 @@ def test_kept_graph_is_freed_with_its_loss():
     del loss
     gc.collect()
     assert len(gc.get_objects()) - before < 50
+
+
+@pytest.mark.parametrize(
+    "gshape, shape",
+    [
+        ((6, 7, 5), (5,)),
+        ((6, 7, 5), (7, 5)),
+        ((4, 3), ()),
+        ((0, 3), (3,)),
+        ((6, 7, 5), (1, 5)),
+        ((2, 3, 4, 5), (4, 5)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_unbroadcast_sums_to_the_shape(gshape, shape, dtype):
+    """unbroadcast equals numpy's sum over the broadcast axes (leading axes alone take a
+    product with a vector of ones: float32 and float64)."""
+    from singa.autograd.engine import unbroadcast
+
+    g = np.random.default_rng(0).standard_normal(gshape).astype(dtype)
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1
+    )
+    want = g.astype(np.float64).sum(axis=axes, keepdims=True).reshape(shape)
+    got = unbroadcast(g, shape)
+    assert got.shape == shape and got.dtype == dtype
+    tol = {np.float16: 1e-2, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)

@@ -96,11 +96,12 @@ def test_small_and_unusual_products_run_whole(monkeypatch):
 
 
 def test_blocks_depend_only_on_the_shape():
-    big = 2 * products.SPLIT_MACS
+    unit = products.BLOCK_MACS
     assert products.block_count(products.SPLIT_MACS) == 2
-    assert products.block_count(big) == 2
-    assert products.block_count(2 * big) == 4
-    assert products.block_count(1000 * big) == 8
+    assert products.block_count(unit) == 2
+    assert products.block_count(2 * unit - 1) == 2
+    assert products.block_count(2 * unit) == 4
+    assert products.block_count(1000 * unit) == 8
 
 
 def test_matmul_operator_gradients_through_blocks(small_split, monkeypatch):

@@ -294,3 +294,40 @@ def test_sgd_momentum_step_equals_the_numpy_formulas_bitwise(dtype, kw):
         p -= 0.05 * (g + m * buf if nesterov else buf)
         assert param.data.dtype == dtype
         np.testing.assert_array_equal(param.data, p)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "cls, kw",
+    [
+        ("Adam", dict()),
+        ("Adam", dict(weight_decay=0.01)),
+        ("AdamW", dict(weight_decay=0.1)),
+        ("Adam", dict(amsgrad=True, weight_decay=1e-3)),
+        ("AdamW", dict(amsgrad=True)),
+    ],
+)
+@pytest.mark.parametrize("shape", [(70, 80), (3, 5)])  # the compiled step, and numpy's formulas
+def test_adam_step_equals_the_numpy_formulas_bitwise(dtype, cls, kw, shape):
+    rng = np.random.default_rng(1)
+    p0 = rng.standard_normal(shape).astype(dtype)
+    grads = [rng.standard_normal(shape).astype(dtype) for _ in range(4)]
+    param = Tensor(data=p0.copy(), dtype=dtype, requires_grad=True, stores_grad=True)
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
+    adam = getattr(opt, cls)(lr, **kw)
+    wd, amsgrad, decoupled = adam.weight_decay, kw.get("amsgrad", False), cls == "AdamW"
+    p, m, v, vmax = p0.copy(), np.zeros_like(p0), np.zeros_like(p0), np.zeros_like(p0)
+    for t, g in enumerate(grads, start=1):
+        adam.update(param, Tensor(data=g, dtype=dtype))
+        if decoupled and wd:
+            p *= 1 - lr * wd
+        elif wd:
+            g = g + wd * p
+        m = m * b1 + g * (1 - b1)
+        v = v * b2 + (g * g) * (1 - b2)
+        if amsgrad:
+            vmax = np.maximum(vmax, v)
+        denom = np.sqrt(vmax if amsgrad else v) / math.sqrt(1 - b2**t) + eps
+        p -= (m / denom) * (lr / (1 - b1**t))
+        assert param.data.dtype == dtype
+        np.testing.assert_array_equal(param.data, p)
