@@ -20,10 +20,11 @@ import numpy as np
 from singa.autograd.engine import Operation, check_same_dtype, is_training, unbroadcast
 from singa.autograd.linalg import ones_vector
 from singa.device import array_module
+from singa.kernels import batchnorm as bn_kernels
 from singa.kernels import workers
 from singa.kernels.buffers import scratch
 from singa.kernels.im2col import is_channels_last
-from singa.kernels.jit import kernel, takes_floats
+from singa.kernels.jit import takes_floats
 from singa.kernels.layer_norm import layer_norm_rows, layer_norm_rows_grad
 from singa.tensor import Tensor
 
@@ -118,21 +119,7 @@ def _layout(x: Any) -> _ChannelMajor:
     return _ChannelLast(x.shape) if x.ndim == 4 and is_channels_last(x) else _ChannelMajor(x.shape)
 
 
-# ----- the CPU kernels (numba) ------------------------------------------------------------
-# Training BatchNorm in numpy made about seven passes over memory each way (the sums as
-# products with ones, x - mean, its square, the scalings), all on one core. Here forward
-# makes two (per-channel sums of x - k and its square, then the normalised output) and
-# backward two (sums of dy and dy * (x - mean), then dx), each run over batch pieces on
-# the worker threads: on (64, 16, 32, 32) NHWC float32, one thread, forward 0.3 ms
-# against 0.9 ms (bench/README.md, "Design measurements"). Rows are the samples in
-# memory order, (N, A * C * B) with the channel axis in the middle (``_ChannelMajor.blocks``);
-# per-channel coefficients come spread along a row. Partial sums are taken in the input's
-# dtype over at most _BLOCK rows, then added up in float64 per channel, per piece, and
-# the pieces' sums in piece order: the same bits with one worker or several.
-_BLOCK = 64
-_SHIFT_ROWS = 8
-
-
+# ----- the CPU passes: singa.kernels.batchnorm (compiled, on the workers) -------------------
 def _kernel_rows(lay: _ChannelMajor, a: Any) -> Any:
     """``a`` as C-contiguous rows in ``lay``'s memory order, float16 as float32 (numba
     has no float16 on the CPU)."""
@@ -145,106 +132,6 @@ def _pieces(lay: _ChannelMajor) -> list:
     return workers.work_pieces(lay.n, 2 * lay.n * lay.c * lay.s)
 
 
-def _run_sums(u2: Any, ku: Any, v2: Any, kv: Any, lay: _ChannelMajor, pieces: list) -> Any:
-    """Per-channel (sum(u - ku), sum((u - ku) * (v - kv))) in float64, shape (2, C)."""
-
-    def piece(i, j):
-        out = np.zeros((2, lay.c))
-        _sums(u2[i:j], ku, v2[i:j], kv, *lay.blocks, out)
-        return out
-
-    parts = workers.run_pieces(piece, pieces)
-    total = parts[0]
-    for p in parts[1:]:
-        total += p
-    return total
-
-
-def _first_rows_mean(x2: Any, lay: _ChannelMajor) -> Any:
-    """Per-channel float64 mean of the first ``_SHIFT_ROWS`` samples, by the sums kernel
-    (numpy's mean over three axes with a float64 accumulator took 230 us on 8 NHWC
-    samples of 16x32x32, more than both forward kernels on 16 samples together)."""
-    first = x2[: min(lay.n, _SHIFT_ROWS)]
-    zero = np.zeros(first.shape[1], first.dtype)
-    sums = np.zeros((2, lay.c))
-    _sums(first, zero, first, zero, *lay.blocks, sums)
-    return sums[0] / (len(first) * lay.s)
-
-
-@kernel
-def _sums(u, ku, v, kv, outer, chans, inner, out):  # pragma: no cover (compiled)
-    # out[0, c] += sum(u - ku), out[1, c] += sum((u - ku) * (v - kv)) over channel c's
-    # cells; four rows at a time, so the running sums are loaded and stored once per four
-    rows, width = u.shape
-    s = np.empty(width, u.dtype)
-    t = np.empty(width, u.dtype)
-    for r0 in range(0, rows, _BLOCK):
-        r1 = min(r0 + _BLOCK, rows)
-        s[:] = 0
-        t[:] = 0
-        r = r0
-        while r + 4 <= r1:
-            u0, u1, u2, u3 = u[r], u[r + 1], u[r + 2], u[r + 3]
-            v0, v1, v2, v3 = v[r], v[r + 1], v[r + 2], v[r + 3]
-            for j in range(width):
-                a, b = ku[j], kv[j]
-                d0, d1, d2, d3 = u0[j] - a, u1[j] - a, u2[j] - a, u3[j] - a
-                s[j] += (d0 + d1) + (d2 + d3)
-                t[j] += (d0 * (v0[j] - b) + d1 * (v1[j] - b)) + (d2 * (v2[j] - b) + d3 * (v3[j] - b))
-            r += 4
-        for rest in range(r, r1):
-            for j in range(width):
-                d0 = u[rest, j] - ku[j]
-                s[j] += d0
-                t[j] += d0 * (v[rest, j] - kv[j])
-        # the block's sums, laid out (outer, chans, inner) along a row, into out (2, chans)
-        for o in range(outer):
-            base = o * chans * inner
-            if inner == 1:
-                for c in range(chans):
-                    out[0, c] += s[base + c]
-                    out[1, c] += t[base + c]
-            else:
-                for c in range(chans):
-                    for i in range(base + c * inner, base + (c + 1) * inner):
-                        out[0, c] += s[i]
-                        out[1, c] += t[i]
-
-
-@kernel
-def _normalise(x, m, a, b, y):  # pragma: no cover (compiled)
-    # y = (x - m) * a + b, four rows at a time (one load of the coefficients per four)
-    rows, width = x.shape
-    r = 0
-    while r + 4 <= rows:
-        x0, x1, x2, x3 = x[r], x[r + 1], x[r + 2], x[r + 3]
-        y0, y1, y2, y3 = y[r], y[r + 1], y[r + 2], y[r + 3]
-        for j in range(width):
-            mj, aj, bj = m[j], a[j], b[j]
-            y0[j] = (x0[j] - mj) * aj + bj
-            y1[j] = (x1[j] - mj) * aj + bj
-            y2[j] = (x2[j] - mj) * aj + bj
-            y3[j] = (x3[j] - mj) * aj + bj
-        r += 4
-    for rest in range(r, rows):
-        for j in range(width):
-            y[rest, j] = (x[rest, j] - m[j]) * a[j] + b[j]
-
-
-@kernel
-def _input_grad(dy, x, m, a, kx, k0, train, dx):  # pragma: no cover (compiled)
-    # dx = a * dy + kx * (x - m) + k0 in training, a * dy in eval
-    rows, width = dy.shape
-    for r in range(rows):
-        g, xr, d = dy[r], x[r], dx[r]
-        if train:
-            for j in range(width):
-                d[j] = (g[j] * a[j] + (xr[j] - m[j]) * kx[j]) + k0[j]
-        else:
-            for j in range(width):
-                d[j] = g[j] * a[j]
-
-
 class BatchNorm2d(Operation):
     """Batch normalization of x (N, C, ...) per channel C.
 
@@ -254,7 +141,7 @@ class BatchNorm2d(Operation):
     normalise with the running statistics (a plain per-channel affine map).
 
     On the CPU the passes over memory are compiled kernels run over batch pieces on
-    the worker threads (:func:`_sums`, :func:`_normalise`, :func:`_input_grad`);
+    the worker threads (:mod:`singa.kernels.batchnorm`);
     on a GPU the same formulas run as array expressions.
     """
 
@@ -307,9 +194,9 @@ class BatchNorm2d(Operation):
         if self.training:
             # statistics of x - k in one pass, k each channel's mean over the first few
             # samples: close to the batch mean, so the sums stay as accurate as centred ones
-            k = _first_rows_mean(x2, lay)
+            k = bn_kernels.first_rows_mean(x2, lay.blocks)
             k_row = lay.spread(k, dt)[0]
-            sums = _run_sums(x2, k_row, x2, k_row, lay, pieces)
+            sums = bn_kernels.run_sums(x2, k_row, x2, k_row, lay.blocks, pieces)
             shift = sums[0] / count
             m = k + shift
             var = np.maximum(sums[1] / count - shift * shift, 0.0)
@@ -319,7 +206,7 @@ class BatchNorm2d(Operation):
         invstd = 1.0 / np.sqrt(var + self.eps)
         m_row, a_row, b_row = (lay.spread(v, dt)[0] for v in self._coefficients(m, invstd, scale, bias, dt))
         y2 = scratch(np, x2.shape, dt)
-        workers.run_pieces(lambda i, j: _normalise(x2[i:j], m_row, a_row, b_row, y2[i:j]), pieces)
+        workers.run_pieces(lambda i, j: bn_kernels.normalise(x2[i:j], m_row, a_row, b_row, y2[i:j]), pieces)
         if self.requires_grad:
             self.cache = (x, m, invstd, scale)
         return lay.restore(y2.astype(x.dtype, copy=False))
@@ -386,7 +273,7 @@ class BatchNorm2d(Operation):
         m_row = lay.spread(m, dt)[0]
         # sum(dy * xhat) = invstd * sum(dy * (x - mean)): centred, so float32 stays
         # accurate when a channel's mean is large against its spread
-        sdy, sdx = _run_sums(dy2, np.zeros_like(m_row), x2, m_row, lay, pieces)
+        sdy, sdx = bn_kernels.run_sums(dy2, np.zeros_like(m_row), x2, m_row, lay.blocks, pieces)
         dscale = invstd * sdx
         dx = None
         if self.needs_grad[0]:
@@ -398,7 +285,7 @@ class BatchNorm2d(Operation):
             train = self.training
 
             def piece(i, j):
-                _input_grad(dy2[i:j], x2[i:j], m_row, *rows, train, dx2[i:j])
+                bn_kernels.input_grad(dy2[i:j], x2[i:j], m_row, *rows, train, dx2[i:j])
 
             workers.run_pieces(piece, pieces)
             dx = lay.restore(dx2.astype(dy.dtype, copy=False))

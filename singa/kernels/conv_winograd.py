@@ -12,8 +12,9 @@ a x a tile of the input (a = 4 + r - 1, tiles overlapping by r - 1) in three ste
 That takes a*a multiply-adds per 16 outputs and channel pair against 16*r*r for the
 column product of :mod:`singa.autograd.conv`: 2.25x fewer for 3 x 3 filters, 6.25x
 for 5 x 5. The products go through numpy's BLAS; the transforms are compiled passes,
-written out for each filter size, over whole rows of tiles (the kernels below say why);
-a batch slice at a time, the slices on :mod:`singa.kernels.workers`, each then
+written out for each filter size: for 3 x 3 filters over whole samples
+(:mod:`singa.kernels.conv_winograd_tiles`), for 5 x 5 over rows of tiles (the kernels
+below say why); a batch slice at a time, the slices on :mod:`singa.kernels.workers`, each then
 finished by the convolution's :class:`~singa.kernels.conv_epilogue.Epilogue`. The
 matrices come from the Cook-Toom construction on the points 0, +-1, +-2 (and +-1/2 for
 5 x 5), which are exact in binary; :func:`matrices` builds them, and the tests check the

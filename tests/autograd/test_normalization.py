@@ -386,6 +386,7 @@ def test_batchnorm_shift_is_the_mean_of_the_first_samples(channels_last, n):
     """The per-channel shift of the one-pass statistics: the float64 mean of the first
     (at most eight) samples, in either memory layout."""
     from singa.autograd import normalization as N
+    from singa.kernels import batchnorm
 
     x = np.random.default_rng(n).standard_normal((n, 5, 4, 3)).astype(np.float32) * 3 + 100
     if channels_last:
@@ -393,7 +394,7 @@ def test_batchnorm_shift_is_the_mean_of_the_first_samples(channels_last, n):
     lay = N._layout(x)
     assert isinstance(lay, N._ChannelLast) == channels_last
     want = x[: min(n, 8)].astype(np.float64).mean(axis=(0, 2, 3))
-    got = N._first_rows_mean(N._kernel_rows(lay, x), lay)  # float32 partial sums, float64 total
+    got = batchnorm.first_rows_mean(N._kernel_rows(lay, x), lay.blocks)  # float32 partial sums, float64 total
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
