@@ -113,26 +113,25 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 
 def matmuls(pairs: list) -> list:
-    """``[matmul(a, b) for a, b in pairs]`` with the blocks of every large product
-    handed to the workers at once, and the other float products beside them as one piece
-    each: the same blocks and bits as one call each, and one wait for the slowest piece
-    instead of one per product (a layer's two gradient products, for instance)."""
-    outs, blocks, whole = [], [], []
+    """``[matmul(a, b) for a, b in pairs]``: several float products of which one at
+    least is large run whole, side by side on the workers (one piece each); a lone one
+    as :func:`matmul` runs it. Whole products cost less than blocks (each block packs
+    the other operand again), and one wait covers them all."""
+    outs, plain = [], []
     for a, b in pairs:
         stacked = a.ndim > 2 and b.ndim == 2 and type(a) is np.ndarray
         a2 = a.reshape(-1, a.shape[-1]) if stacked else a
         if _plain(a2, b, None):
             out = np.empty((a2.shape[0], b.shape[1]), a2.dtype)
-            if _splittable(a2, b, None):
-                blocks += _block_pieces(a2, b, out)
-            else:
-                whole.append((a2, b, out))
+            plain.append((a2, b, out))
         else:
             out = blas_threads.matmul(a2, b)
         outs.append(out.reshape(*a.shape[:-1], b.shape[-1]) if stacked else out)
-    if blocks:
-        workers.run_pieces(_product_into, blocks + whole, np)
-    else:  # nothing to share: each product on the BLAS threads its shape gets
-        for a2, b, out in whole:
-            blas_threads.matmul(a2, b, out=out)
+    if len(plain) > 1 and any(_splittable(*p) for p in plain):
+        # whole products side by side: no block packs an operand twice (a layer's two
+        # gradient products have the same multiply-adds, so two workers stay even)
+        workers.run_pieces(_product_into, plain, np)
+    else:
+        for a2, b, out in plain:
+            matmul(a2, b, out=out)
     return outs

@@ -135,7 +135,7 @@ def test_a_stack_times_a_matrix_is_one_product_of_the_rows(small_split, monkeypa
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_matmuls_hand_every_block_over_at_once_with_the_same_bits(small_split, monkeypatch):
+def test_matmuls_run_whole_products_side_by_side_with_the_same_bits(small_split, monkeypatch):
     monkeypatch.setattr(products, "BLOCK_MACS", 64)  # several blocks each
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 20, 9)).astype(np.float32)  # a stack times one matrix
@@ -145,7 +145,7 @@ def test_matmuls_hand_every_block_over_at_once_with_the_same_bits(small_split, m
     want = [products.matmul(a, b) for a, b in pairs]
     seen = _count_pieces(monkeypatch)
     got = products.matmuls(pairs)
-    assert len(seen) == 1 and seen[0] > 4  # one hand-off of both products' blocks
+    assert seen == [3]  # one hand-off, one piece per product
     for g, w_ in zip(got, want):
         assert g.shape == w_.shape
         np.testing.assert_array_equal(g, w_)
@@ -155,8 +155,8 @@ def test_matmuls_hand_every_block_over_at_once_with_the_same_bits(small_split, m
 
 def test_deep_products_run_whole_and_beside_the_blocks(small_split, monkeypatch):
     """A product whose inner dimension dwarfs its result (a weight gradient) is not cut
-    (each block would pack the whole other operand); matmuls runs it as one piece beside
-    the other product's blocks."""
+    (each block would pack the whole other operand); matmuls runs it whole beside the
+    other product, and a lone product as matmul does."""
     monkeypatch.setattr(products, "BLOCK_MACS", 64)
     rng = np.random.default_rng(8)
     x = rng.standard_normal((200, 8)).astype(np.float32)
@@ -167,6 +167,10 @@ def test_deep_products_run_whole_and_beside_the_blocks(small_split, monkeypatch)
     assert seen == []
     np.testing.assert_array_equal(deep, x.T @ dy)
     dx, dw = products.matmuls([(dy, w.T), (x.T, dy)])
-    assert len(seen) == 1 and seen[0] == products.block_count(200 * 6 * 8) + 1
+    assert seen == [2]
     np.testing.assert_array_equal(dw, deep)
     np.testing.assert_array_equal(dx, products.matmul(dy, w.T))
+    seen.clear()
+    (alone,) = products.matmuls([(dy, w.T)])
+    assert seen == [products.block_count(200 * 6 * 8)]  # blocks, as matmul cuts it
+    np.testing.assert_array_equal(alone, dx)
