@@ -100,13 +100,9 @@ class _Heads:
         """Rows i..j of ``a`` along the cut axis."""
         return a[i:j] if self.axis == 0 else a[:, i:j]
 
-    def span(self) -> int:
-        return self.shape[self.axis]
-
     def blocks(self, q_len: int, kv_len: int, itemsize: int) -> list:
         """Slices along the cut axis whose scores take at most :data:`BLOCK_BYTES`."""
-        other = self.shape[1 - self.axis]
-        n = self.span()
+        n, other = self.shape[self.axis], self.shape[1 - self.axis]
         per = max(1, BLOCK_BYTES // max(1, other * q_len * kv_len * itemsize))
         return [(i, min(n, i + per)) for i in range(0, n, per)]
 
@@ -163,7 +159,7 @@ class ScaledDotProductAttention(Operation):
         mask, else the array expression. The same bits whenever they are computed."""
         xp.matmul(q4, k4.swapaxes(-1, -2), out=s)
         if _compiled_rows(s, mask4):
-            softmax_rows(s, self.scale, self.is_causal, np.empty(s.shape[:3], np.float32))
+            softmax_rows(s, self.scale, self.is_causal)
             return
         s *= self.scale
         bias = self._bias_block(xp, mask4, s.shape[2:], s.dtype)

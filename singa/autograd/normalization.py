@@ -371,7 +371,7 @@ class LayerNorm(Operation):
             workers.work_pieces(r, 4 * r * d),
         )
         if self.requires_grad:
-            self.cache = ("rows", (x2, s1, mean, invstd), shapes)
+            self.cache = (self._backward_rows, (x2, s1, mean, invstd), shapes)
         return y
 
     def _forward_expression(self, xp: Any, x2: Any, s1: Any, b1: Any, shapes: tuple) -> Any:
@@ -386,18 +386,13 @@ class LayerNorm(Operation):
         if b1 is not None:
             y += b1.reshape(1, d)
         if self.requires_grad:
-            self.cache = ("arrays", (xhat, invstd, s1.reshape(1, d)), shapes)
+            self.cache = (self._backward_expression, (xhat, invstd, s1.reshape(1, d)), shapes)
         return y
 
     def backward(self, dy):
-        path, saved, (sshape, bshape) = self.cache
+        grads_of, saved, (sshape, bshape) = self.cache  # the forward's path's backward
         inner = dy.shape[self.axis :]
-        d = math.prod(inner)
-        dy2 = dy.reshape(-1, d)
-        if path == "rows":
-            dx, dscale, dbias = self._backward_rows(dy2, *saved)
-        else:
-            dx, dscale, dbias = self._backward_expression(dy2, *saved)
+        dx, dscale, dbias = grads_of(dy.reshape(-1, math.prod(inner)), *saved)
         dscale = unbroadcast(dscale.reshape(inner), sshape) if self.needs_grad[1] else None
         if bshape is None:
             return dx.reshape(dy.shape), dscale

@@ -11,8 +11,6 @@ scores), and run over (batch x head) pieces on the workers. The exponential is
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from singa.kernels.jit import helper, kernel
@@ -42,23 +40,22 @@ def exp_float32(a: float) -> float:
 
 
 @kernel(reassociate=True)
-def softmax_rows(s, scale, causal, lse):  # pragma: no cover (compiled)
+def softmax_rows(s, scale, causal):  # pragma: no cover (compiled)
     """In place over float32 scores ``s`` (n0, n1, L, S): each row becomes
-    softmax(scale * row), row i over keys 0..i when ``causal`` (zeros after); ``lse``
-    (n0, n1, L) gets each row's log-sum-exp. A row with no finite score becomes zeros,
-    its lse -inf."""
+    softmax(scale * row), row i over keys 0..i when ``causal`` (zeros after). A row
+    with no finite score becomes zeros."""
     n0, n1, q_len, kv_len = s.shape
     sc = np.float32(scale)
     for b in range(n0):
         for h in range(n1):
             for i in range(q_len):
                 stop = min(i + 1, kv_len) if causal else kv_len
-                lse[b, h, i] = _softmax_row(s[b, h, i], sc, stop)
+                _softmax_row(s[b, h, i], sc, stop)
 
 
 @helper
 def _softmax_row(row, sc, stop):  # pragma: no cover (compiled)
-    """softmax(sc * row[:stop]) in place, zeros after; returns the log-sum-exp."""
+    """softmax(sc * row[:stop]) in place, zeros after."""
     m = np.float32(-np.inf)
     for j in range(stop):
         v = row[j] * sc
@@ -75,7 +72,6 @@ def _softmax_row(row, sc, stop):  # pragma: no cover (compiled)
         row[j] *= inv
     for j in range(stop, row.shape[0]):
         row[j] = 0.0
-    return m + math.log(total) if stop > 0 else -np.inf
 
 
 @kernel(reassociate=True)

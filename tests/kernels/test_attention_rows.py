@@ -24,7 +24,7 @@ def softmax_ref(s, scale, causal):
     e = np.exp(s - m)
     z = e.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(z > 0, e / z, 0), np.where(z[..., 0] > 0, np.log(z[..., 0]) + m[..., 0], -np.inf)
+        return np.where(z > 0, e / z, 0)
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7), (2, 9, 4), (4, 33, 33)])
@@ -34,13 +34,11 @@ def test_softmax_rows_against_numpy(shape, causal):
     s = (rng.standard_normal(shape) * 6).astype(np.float32)
     s[0, 1] = -np.inf  # a row with nothing to attend gives zeros
     s[1, 0, 0] = -np.inf
-    want, want_lse = softmax_ref(s, 0.3, causal)
-    got, lse = s.copy(), np.empty(shape[:2], np.float32)
-    softmax_rows(got[None], 0.3, causal, lse[None])  # the kernels take (A0, A1, L, S)
+    want = softmax_ref(s, 0.3, causal)
+    got = s.copy()
+    softmax_rows(got[None], 0.3, causal)  # the kernels take (A0, A1, L, S)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
-    assert (got[0, 1] == 0).all() and lse[0, 1] == -np.inf
-    finite = np.isfinite(want_lse)
-    np.testing.assert_allclose(lse[finite], want_lse[finite], rtol=1e-6, atol=1e-6)
+    assert (got[0, 1] == 0).all() and np.isfinite(got).all()
     dp = rng.standard_normal(shape).astype(np.float32)
     want_ds = 0.3 * want * (dp - (dp * want).sum(axis=-1, keepdims=True))
     softmax_rows_grad(dp[None], got[None], 0.3, causal)
