@@ -39,7 +39,7 @@ __all__ = ["scaled_dot_product_attention", "masked_softmax"]
 #: the largest block of scores computed at once (bytes)
 BLOCK_BYTES = 16 << 20
 #: the probabilities of every block are kept for backward up to this size (bytes);
-#: above it backward recomputes them block by block from the kept log-sum-exp
+#: above it backward recomputes them block by block (the same bits as the forward)
 KEEP_BYTES = 64 << 20
 
 
