@@ -16,7 +16,9 @@ that order gets the same bits with one worker or many, on every run.
 The worker count is ``SINGA_NUM_THREADS`` when set, else the thread count of numpy's
 BLAS when threadpoolctl can read it (``OMP_NUM_THREADS=1`` gives one worker), else the
 cores this process may run on. With one worker, or one piece, the pieces run inline
-in the calling thread.
+in the calling thread. The pool threads wait for work without the GIL and take it
+within microseconds (:mod:`singa.kernels.spin_pool`; a ``ThreadPoolExecutor`` where
+Linux's futex call is not available).
 
 Placement: when the workers use every CPU this process may run on (the default), each
 pool thread is pinned to a CPU of its own and the calling thread keeps off those CPUs
@@ -36,6 +38,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -62,11 +66,13 @@ _THREAD_PREFIX = "singa-worker"
 _pool: list = []  # [ThreadPoolExecutor], made on first use
 _count: list = []  # [int], read on first use
 _caller_cpus: list = []  # [frozenset]: the CPUs left to the calling thread, when the pool is pinned
+_in_use: list = [threading.Lock()]  # held by the one run_pieces call that the pool serves
 
 
 def _forget_pool() -> None:
     _pool.clear()  # a forked child has none of the parent's threads
     _caller_cpus.clear()
+    _in_use[:] = [threading.Lock()]  # nor any call that they served
 
 
 if hasattr(os, "register_at_fork"):
@@ -102,7 +108,7 @@ def set_worker_count(n: int | None) -> None:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"set_worker_count: n must be a positive integer or None, got {n!r}")
     if _pool:
-        _pool.pop().shutdown(wait=True)
+        _pool.pop().shutdown()
     _caller_cpus.clear()
     _count.clear()
     if n is not None:
@@ -185,19 +191,46 @@ def _pin_to_next(cpus: Iterator[int]) -> None:
             os.sched_setaffinity(0, {cpu})
 
 
-def _new_pool(workers: int) -> ThreadPoolExecutor:
-    """The pool of ``workers - 1`` threads, pinned as :func:`_placement` says."""
+class _ExecutorPool:
+    """The pool where :mod:`singa.kernels.spin_pool` cannot run (no futex call): a
+    ``ThreadPoolExecutor`` with :class:`~singa.kernels.spin_pool.SpinPool`'s methods."""
+
+    def __init__(self, count: int, cpus: list[int] | None):
+        pin = {"initializer": _pin_to_next, "initargs": (iter(cpus),)} if cpus else {}
+        self._executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix=_THREAD_PREFIX, **pin)
+
+    def start(self, job: Callable[[], Any], count: int) -> list:
+        return [self._executor.submit(job) for _ in range(count)]
+
+    @staticmethod
+    def join(started: list) -> None:
+        for f in started:  # one that has not started has no piece left to take
+            if not f.cancel():
+                f.result()
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+
+
+def _new_pool(workers: int) -> Any:
+    """The pool of ``workers - 1`` threads, pinned as :func:`_placement` says: a
+    :class:`~singa.kernels.spin_pool.SpinPool` where the futex call is known, else
+    :class:`_ExecutorPool`."""
     placement = _placement(workers)
     _caller_cpus.clear()
-    if placement is None:
-        return ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix=_THREAD_PREFIX)
-    _caller_cpus.append(placement[1])
-    return ThreadPoolExecutor(
-        max_workers=workers - 1,
-        thread_name_prefix=_THREAD_PREFIX,
-        initializer=_pin_to_next,
-        initargs=(iter(placement[0]),),
-    )
+    if placement is not None:
+        _caller_cpus.append(placement[1])
+    cpus = placement[0] if placement is not None else None
+    if futex_available():
+        from singa.kernels.spin_pool import SpinPool
+
+        return SpinPool(workers - 1, _THREAD_PREFIX, cpus)
+    return _ExecutorPool(workers - 1, cpus)
+
+
+def futex_available() -> bool:
+    """Whether the pool threads can wait on a futex (Linux on x86-64 or AArch64)."""
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "aarch64")
 
 
 #: seconds between two readings of the load average by :func:`_others_busy`
@@ -264,25 +297,24 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
     only: with cupy, one worker, or one piece, the calls run inline in order). The
     results come back in piece order; an exception in a piece is raised here after
     every piece has ended. A pool thread that has not started when every piece is
-    taken (still waking, or busy elsewhere) is not waited for: a wake-up costs 20-60
-    us on a VM."""
+    taken is not waited for. The pool serves one call at a time: a call made while it
+    is in use (from a piece, or from another thread) runs its pieces inline."""
     workers = worker_count()
-    nested = threading.current_thread().name.startswith(_THREAD_PREFIX)  # a pool thread waiting
-    if xp is not np or workers < 2 or len(pieces) < 2 or nested:  # on its own pool would deadlock
+    if xp is not np or workers < 2 or len(pieces) < 2 or not _in_use[0].acquire(blocking=False):
         return [fn(*p) for p in pieces]
-    if not _pool:
-        _pool.append(_new_pool(workers))
-    results: list = [None] * len(pieces)
-    ticket = itertools.count()  # next() on it is atomic under the GIL
-    with blas_threads.limit(1), _off_pool_cpus():
-        helpers = [
-            _pool[0].submit(_take_pieces, fn, pieces, results, ticket)
-            for _ in range(min(workers, len(pieces)) - 1)
-        ]
-        _take_pieces(fn, pieces, results, ticket)
-        for h in helpers:  # one that has not started has no piece left to take
-            if not h.cancel():
-                h.result()
+    lock = _in_use[0]
+    try:
+        if not _pool:
+            _pool.append(_new_pool(workers))
+        results: list = [None] * len(pieces)
+        ticket = itertools.count()  # next() on it is atomic under the GIL
+        with blas_threads.limit(1), _off_pool_cpus():
+            pool, helpers = _pool[0], min(workers, len(pieces)) - 1
+            started = pool.start(lambda: _take_pieces(fn, pieces, results, ticket), helpers)
+            _take_pieces(fn, pieces, results, ticket)
+            pool.join(started)
+    finally:
+        lock.release()
     for ok, value in results:
         if not ok:
             raise value

@@ -177,18 +177,6 @@ def test_a_model_call_holds_blas_on_one_thread_when_the_workers_split_the_work(m
     assert ctl.get_num_threads() == before
 
 
-def test_pieces_started_from_a_pool_thread_run_inline_there(monkeypatch):
-    monkeypatch.setattr(workers, "_count", [2])
-
-    def outer(i):
-        inner = workers.run_pieces(lambda j: threading.current_thread().name, [(0,), (1,)])
-        return threading.current_thread().name, inner
-
-    for name, inner in workers.run_pieces(outer, [(0,), (1,), (2,)]):
-        if name.startswith("singa-worker"):  # a pool thread does not wait on its own pool
-            assert inner == [name, name]
-
-
 def test_run_flat_runs_a_small_kernel_inline_and_splits_a_large_one(monkeypatch):
     """Below PIECE_WORK elements the kernel is called once, in this thread, without the
     pool; at or above it the pieces go through run_pieces."""
@@ -324,23 +312,37 @@ def test_a_refused_pin_leaves_the_caller_where_it_is(monkeypatch):
     workers._pin_to_next(iter([cpus[0]]))  # a pool thread stays unpinned: no error
 
 
-def test_run_pieces_does_not_wait_for_a_pool_thread_busy_elsewhere(monkeypatch):
+def test_a_call_made_while_the_pool_serves_another_runs_inline_without_waiting(monkeypatch):
     monkeypatch.setattr(workers, "_count", [2])
-    workers.run_pieces(lambda i: None, [(0,), (1,)])  # the pool exists
-    release, finished = threading.Event(), []
+    release, finished, inside = threading.Event(), [], threading.Event()
 
-    def blocker():
+    def blocker(i):
+        inside.set()
         release.wait(timeout=60)
-        finished.append(True)
+        finished.append(i)
 
-    busy = workers._pool[0].submit(blocker)  # the one pool thread is taken
+    other = threading.Thread(target=workers.run_pieces, args=(blocker, [(0,), (1,)]))
+    other.start()  # another thread's call holds the pool (and its pool thread)
     try:
+        assert inside.wait(timeout=30)
         names = workers.run_pieces(lambda i: threading.current_thread().name, [(0,), (1,), (2,)])
         assert names == [threading.current_thread().name] * 3  # the caller took every piece
-        assert finished == []  # and came back while the pool thread was still busy
+        assert finished == []  # and came back while the pool was still busy
     finally:
         release.set()
-        busy.result()
+        other.join(timeout=60)
+    assert sorted(finished) == [0, 1]
+
+
+def test_a_piece_that_splits_again_runs_its_pieces_inline(monkeypatch):
+    monkeypatch.setattr(workers, "_count", [2])
+
+    def outer(i):
+        inner = workers.run_pieces(lambda j: (threading.current_thread().name, j), [(0,), (1,)])
+        return threading.current_thread().name, inner
+
+    for name, inner in workers.run_pieces(outer, [(0,), (1,), (2,), (3,)]):
+        assert inner == [(name, 0), (name, 1)]  # on the thread that ran the outer piece
 
 
 def test_the_caller_is_moved_only_while_the_machine_is_not_busy_and_the_load_is_read_once_a_second(
