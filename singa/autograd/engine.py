@@ -59,6 +59,7 @@ import numpy as np
 
 from singa.autograd.gradient_array import gradient_views
 from singa.device import array_module  # noqa: F401  (kept importable here for operator code)
+from singa.kernels import adds
 from singa.tensor import Tensor
 
 #: the object holding the user-visible switches ``training`` and ``autocast``: the
@@ -274,7 +275,7 @@ def _accumulate(dev: Any, acc: Any, g: Any) -> Any:
 
 def sum_gradients(a: Any, b: Any) -> Any:
     """``a + b``: the recorded call that sums gradients arriving along several paths."""
-    return a + b
+    return adds.added(a, b)
 
 
 class DonatingUpdate(functools.partial):

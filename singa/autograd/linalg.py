@@ -7,6 +7,7 @@ from typing import Any
 from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.autograd.errors import ShapeError
 from singa.device import array_module
+from singa.kernels import adds
 from singa.kernels.products import matmul as _product
 from singa.kernels.products import matmuls as _products
 from singa.tensor import Tensor
@@ -128,7 +129,7 @@ class AddBias(Operation):
         if self.requires_grad:
             self.cache = b.shape
         if self.axis == 0:
-            return x + b.reshape(1, -1)
+            return adds.added(x, b.reshape(1, -1))
         return x + b.reshape(-1, 1)
 
     def backward(self, dy):
@@ -144,7 +145,9 @@ class AddBias(Operation):
     def _forward_into_x(self, x, b):
         if self.requires_grad:
             self.cache = b.shape
-        x += b.reshape(1, -1) if self.axis == 0 else b.reshape(-1, 1)
+        row = self.axis == 0
+        if not (row and adds.add(x, b.reshape(1, -1), x)):
+            x += b.reshape(1, -1) if row else b.reshape(-1, 1)
         return x
 
     forward_inplace = ((_forward_into_x, 0),)

@@ -32,6 +32,7 @@ import numpy as np
 
 from singa.autograd.engine import DonatingUpdate
 from singa.device import array_module
+from singa.kernels import adds
 from singa.kernels.buffers import owns
 
 __all__ = ["add_into", "donating", "find_variants", "inplace_call"]
@@ -42,9 +43,10 @@ def add_into(a: Any, b: Any) -> Any:
     code passes a dead ``a`` that nothing else holds."""
     n = sys.getrefcount(a)  # before ``a`` is pushed as another call's argument
     if a.shape == b.shape and a.dtype == b.dtype and owns(a, n):
-        a += b
+        if not adds.add(a, b, a):
+            a += b
         return a
-    return a + b
+    return adds.added(a, b)
 
 
 def donating(fn: DonatingUpdate) -> Callable:
