@@ -92,11 +92,11 @@ def _numba_cache_in(folder: Path) -> Iterator[None]:
         config.CACHE_DIR = before
 
 
-def _compile(fn: Callable, reassociate: bool) -> Callable:
+def _compile(fn: Callable, reassociate: bool, release_gil: bool = True) -> Callable:
     from numba import njit
 
     _register_helpers()
-    options: dict[str, Any] = {"nogil": True, "error_model": "numpy"}
+    options: dict[str, Any] = {"nogil": release_gil, "error_model": "numpy"}
     if reassociate:
         options["fastmath"] = {"reassoc", "nsz", "contract"}
     folder = kernel_cache_dir()
@@ -106,18 +106,21 @@ def _compile(fn: Callable, reassociate: bool) -> Callable:
         return njit(cache=True, **options)(fn)
 
 
-def kernel(fn: Callable | None = None, *, reassociate: bool = False) -> Any:
+def kernel(fn: Callable | None = None, *, reassociate: bool = False, release_gil: bool = True) -> Any:
     """``fn`` compiled by numba (no GIL, cached in :func:`kernel_cache_dir`) when first
     called. ``@kernel(reassociate=True)`` lets LLVM reorder float additions, so that a
     sum along a row runs in vector lanes (a plain loop adds one element at a time, 4
-    cycles apart): the sum's rounding changes, the same way on every run."""
+    cycles apart): the sum's rounding changes, the same way on every run.
+    ``@kernel(release_gil=False)`` keeps the GIL through the call, for a call of a
+    microsecond after which the caller goes on in Python (releasing the GIL lets a
+    waiting thread take it, and the caller then waits for it to come back)."""
     if fn is None:
-        return lambda f: kernel(f, reassociate=reassociate)
+        return lambda f: kernel(f, reassociate=reassociate, release_gil=release_gil)
     compiled: list = []
 
     def call(*args: Any) -> Any:
         if not compiled:
-            compiled.append(_compile(fn, reassociate))
+            compiled.append(_compile(fn, reassociate, release_gil))
         return compiled[0](*args)
 
     call.__doc__ = fn.__doc__
