@@ -25,7 +25,7 @@ from singa.kernels import workers
 from singa.kernels.buffers import scratch
 from singa.kernels.im2col import is_channels_last
 from singa.kernels.jit import takes_floats
-from singa.kernels.layer_norm import layer_norm_rows, layer_norm_rows_grad
+from singa.kernels.layer_norm import layer_norm_rows, layer_norm_rows_grad, row_constants
 from singa.tensor import Tensor
 
 __all__ = ["batchnorm_2d", "layer_norm", "rms_norm"]
@@ -365,9 +365,10 @@ class LayerNorm(Operation):
         s1 = np.ascontiguousarray(s1)
         b1 = np.zeros(d, x2.dtype) if b1 is None else np.ascontiguousarray(b1)
         y = np.empty_like(x2)
-        mean, invstd = np.empty(r), np.empty(r)
+        mean, invstd = np.empty(r, x2.dtype), np.empty(r, x2.dtype)
+        k = row_constants(d, self.eps, x2.dtype)
         workers.run_pieces(
-            lambda i, j: layer_norm_rows(x2[i:j], s1, b1, self.eps, y[i:j], mean[i:j], invstd[i:j]),
+            lambda i, j: layer_norm_rows(x2[i:j], s1, b1, k, y[i:j], mean[i:j], invstd[i:j]),
             workers.work_pieces(r, 4 * r * d),
         )
         if self.requires_grad:
@@ -403,10 +404,11 @@ class LayerNorm(Operation):
         dy2 = np.ascontiguousarray(dy2, dtype=x2.dtype)
         r, d = x2.shape
         dx = np.empty_like(x2)
+        k = row_constants(d, self.eps, x2.dtype)
 
         def piece(i: int, j: int) -> tuple:
             dscale, dbias = np.zeros(d), np.zeros(d)
-            layer_norm_rows_grad(dy2[i:j], x2[i:j], s1, mean[i:j], invstd[i:j], dx[i:j], dscale, dbias)
+            layer_norm_rows_grad(dy2[i:j], x2[i:j], s1, mean[i:j], invstd[i:j], k, dx[i:j], dscale, dbias)
             return dscale, dbias
 
         parts = workers.run_pieces(piece, workers.work_pieces(r, 6 * r * d))
