@@ -185,7 +185,20 @@ class BatchNorm2d(Operation):
                 self.cache = (x, running_mean.copy(), invstd, scale)
         return lay.restore(y)
 
-    def _forward_cpu(self, x, scale, bias, running_mean, running_var):
+    def forward_relu(self, x, scale, bias, running_mean, running_var):
+        """``max(forward(...), 0)`` in one pass (numpy float32 or float64 ``x``): what a
+        training graph runs for a BatchNorm whose only user is a ReLU
+        (:mod:`singa.model.training_fusion`); the bits of the two operators in turn."""
+        return self._forward_cpu(x, scale, bias, running_mean, running_var, relu=True)
+
+    def backward_gated(self, dy, y):
+        """:meth:`backward` of ``dy * (y > 0)``, ReLU's gradient gate applied inside
+        BatchNorm's two passes instead of in a pass of its own (``y`` the output of
+        :meth:`forward_relu`; numpy float32 or float64); the bits of the two backwards
+        in turn."""
+        return self._backward_cpu(dy, gate=y)
+
+    def _forward_cpu(self, x, scale, bias, running_mean, running_var, relu=False):
         lay = _layout(x)
         count = lay.n * lay.s
         x2 = _kernel_rows(lay, x)
@@ -206,7 +219,9 @@ class BatchNorm2d(Operation):
         invstd = 1.0 / np.sqrt(var + self.eps)
         m_row, a_row, b_row = (lay.spread(v, dt)[0] for v in self._coefficients(m, invstd, scale, bias, dt))
         y2 = scratch(np, x2.shape, dt)
-        workers.run_pieces(lambda i, j: bn_kernels.normalise(x2[i:j], m_row, a_row, b_row, y2[i:j]), pieces)
+        workers.run_pieces(
+            lambda i, j: bn_kernels.normalise(x2[i:j], m_row, a_row, b_row, relu, y2[i:j]), pieces
+        )
         if self.requires_grad:
             self.cache = (x, m, invstd, scale)
         return lay.restore(y2.astype(x.dtype, copy=False))
@@ -263,17 +278,18 @@ class BatchNorm2d(Operation):
             sdy.astype(scale.dtype, copy=False) if need_b else None,
         )
 
-    def _backward_cpu(self, dy):
+    def _backward_cpu(self, dy, gate=None):
         x, m, invstd, scale = self.cache
         lay = _layout(x)
         count = lay.n * lay.s
         x2, dy2 = _kernel_rows(lay, x), _kernel_rows(lay, dy)
+        g2 = None if gate is None else _kernel_rows(lay, gate)
         dt = dy2.dtype
         pieces = _pieces(lay)
         m_row = lay.spread(m, dt)[0]
         # sum(dy * xhat) = invstd * sum(dy * (x - mean)): centred, so float32 stays
         # accurate when a channel's mean is large against its spread
-        sdy, sdx = bn_kernels.run_sums(dy2, np.zeros_like(m_row), x2, m_row, lay.blocks, pieces)
+        sdy, sdx = bn_kernels.run_sums(dy2, np.zeros_like(m_row), x2, m_row, lay.blocks, pieces, g2)
         dscale = invstd * sdx
         dx = None
         if self.needs_grad[0]:
@@ -284,8 +300,10 @@ class BatchNorm2d(Operation):
             dx2 = scratch(np, dy2.shape, dt)
             train = self.training
 
+            on, g2 = g2 is not None, dy2 if g2 is None else g2
+
             def piece(i, j):
-                bn_kernels.input_grad(dy2[i:j], x2[i:j], m_row, *rows, train, dx2[i:j])
+                bn_kernels.input_grad(dy2[i:j], x2[i:j], m_row, *rows, train, g2[i:j], on, dx2[i:j])
 
             workers.run_pieces(piece, pieces)
             dx = lay.restore(dx2.astype(dy.dtype, copy=False))

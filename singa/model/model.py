@@ -42,7 +42,7 @@ evaluation to float32 rounding but not bitwise.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 import singa.autograd as _ag
@@ -54,6 +54,7 @@ from singa.layer.base import Layer
 from singa.model import freezing as _freezing
 from singa.model import inference as _inference
 from singa.model import precision as _precision
+from singa.model import training_fusion as _training_fusion
 from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
 from singa.tensor import Tensor
 
@@ -324,8 +325,12 @@ class Model(Layer):
         outs = [t.data for t in leaves]
         training = key[0]
         if training or self.precision != "float32":
+            fusions = Counter()
+            if training and not self.sequential and self.precision == "float32":
+                fusions = _training_fusion.fuse(rec, [rec.slot(a) for a in outs])
             graph = Graph(rec, template, outs, self.sequential)
             graph.folded = False
+            graph.fusions = fusions
         else:
             graph = _inference.build_graph(rec, template, outs, self.sequential, self.fold_batchnorm)
             graph.stamp = self._stamp()
