@@ -63,9 +63,15 @@ class ReLU(Operation):
             workers.run_flat(_relu, y, x)
         else:
             y = xp.maximum(x, 0, out=out)
+        self.output_computed(y)
+        return y
+
+    def output_computed(self, y) -> None:
+        """The forward's bookkeeping without the work, for a graph whose fused kernel
+        wrote the rectified ``y`` already (:mod:`singa.model.training_fusion`): what the
+        backward reads."""
         if self.requires_grad:
             self.cache = y
-        return y
 
     def backward(self, dy):
         xp = array_module(dy)

@@ -106,11 +106,17 @@ class Add(Operation):
     """y = a + b."""
 
     def forward(self, a, b):
-        if self.requires_grad:
-            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
+        self.sum_computed(a, b)
         if a.dtype != b.dtype:
             a, b = _promote(a, b)
         return adds.added(a, b)
+
+    def sum_computed(self, a, b) -> None:
+        """The forward's bookkeeping without the sum, for a graph whose fused kernel
+        wrote ``a + b`` already (:mod:`singa.model.training_fusion`): what the backward
+        reads."""
+        if self.requires_grad:
+            self.cache = (a.shape, a.dtype, b.shape, b.dtype)
 
     def backward(self, dy):
         sa, ta, sb, tb = self.cache

@@ -191,6 +191,13 @@ class BatchNorm2d(Operation):
         (:mod:`singa.model.training_fusion`); the bits of the two operators in turn."""
         return self._forward_cpu(x, scale, bias, running_mean, running_var, relu=True)
 
+    def forward_add_relu(self, x, scale, bias, running_mean, running_var, residual):
+        """``max(forward(...) + residual, 0)`` in one pass (numpy float32 or float64 ``x``
+        and a ``residual`` of its shape and dtype): a residual block's end, as a training
+        graph runs it (:mod:`singa.model.training_fusion`); the bits of BatchNorm, the
+        sum and ReLU in turn."""
+        return self._forward_cpu(x, scale, bias, running_mean, running_var, relu=True, residual=residual)
+
     def backward_gated(self, dy, y):
         """:meth:`backward` of ``dy * (y > 0)``, ReLU's gradient gate applied inside
         BatchNorm's two passes instead of in a pass of its own (``y`` the output of
@@ -198,7 +205,7 @@ class BatchNorm2d(Operation):
         in turn."""
         return self._backward_cpu(dy, gate=y)
 
-    def _forward_cpu(self, x, scale, bias, running_mean, running_var, relu=False):
+    def _forward_cpu(self, x, scale, bias, running_mean, running_var, relu=False, residual=None):
         lay = _layout(x)
         count = lay.n * lay.s
         x2 = _kernel_rows(lay, x)
@@ -219,8 +226,10 @@ class BatchNorm2d(Operation):
         invstd = 1.0 / np.sqrt(var + self.eps)
         m_row, a_row, b_row = (lay.spread(v, dt)[0] for v in self._coefficients(m, invstd, scale, bias, dt))
         y2 = scratch(np, x2.shape, dt)
+        add, r2 = residual is not None, x2 if residual is None else _kernel_rows(lay, residual)
         workers.run_pieces(
-            lambda i, j: bn_kernels.normalise(x2[i:j], m_row, a_row, b_row, relu, y2[i:j]), pieces
+            lambda i, j: bn_kernels.normalise(x2[i:j], m_row, a_row, b_row, r2[i:j], add, relu, y2[i:j]),
+            pieces,
         )
         if self.requires_grad:
             self.cache = (x, m, invstd, scale)

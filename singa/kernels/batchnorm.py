@@ -126,27 +126,35 @@ def relu_if(v, on, zero):  # pragma: no cover (compiled into the kernels)
     return zero if v <= zero else v
 
 
+@helper
+def plus_if(v, w, on):  # pragma: no cover (compiled into the kernels)
+    """``v + w`` when ``on`` (a residual added to BatchNorm's output), else ``v``."""
+    return v + w if on else v
+
+
 @kernel
-def normalise(x, m, a, b, relu, y):  # pragma: no cover (compiled)
-    """``y = (x - m) * a + b`` on rows, the coefficients spread along a row, then ReLU
-    when ``relu`` (:func:`relu_if`: one pass where BatchNorm and ReLU in turn make two)."""
+def normalise(x, m, a, b, res, add, relu, y):  # pragma: no cover (compiled)
+    """``y = (x - m) * a + b`` on rows, the coefficients spread along a row, plus the
+    rows ``res`` when ``add``, then ReLU when ``relu`` (:func:`relu_if`): one pass where
+    BatchNorm, the residual sum and ReLU in turn make three."""
     # four rows at a time (one load of the coefficients per four)
     rows, width = x.shape
     z = y.dtype.type(0)
     r = 0
     while r + 4 <= rows:
         x0, x1, x2, x3 = x[r], x[r + 1], x[r + 2], x[r + 3]
+        r0, r1, r2, r3 = res[r], res[r + 1], res[r + 2], res[r + 3]
         y0, y1, y2, y3 = y[r], y[r + 1], y[r + 2], y[r + 3]
         for j in range(width):
             mj, aj, bj = m[j], a[j], b[j]
-            y0[j] = relu_if((x0[j] - mj) * aj + bj, relu, z)
-            y1[j] = relu_if((x1[j] - mj) * aj + bj, relu, z)
-            y2[j] = relu_if((x2[j] - mj) * aj + bj, relu, z)
-            y3[j] = relu_if((x3[j] - mj) * aj + bj, relu, z)
+            y0[j] = relu_if(plus_if((x0[j] - mj) * aj + bj, r0[j], add), relu, z)
+            y1[j] = relu_if(plus_if((x1[j] - mj) * aj + bj, r1[j], add), relu, z)
+            y2[j] = relu_if(plus_if((x2[j] - mj) * aj + bj, r2[j], add), relu, z)
+            y3[j] = relu_if(plus_if((x3[j] - mj) * aj + bj, r3[j], add), relu, z)
         r += 4
     for rest in range(r, rows):
         for j in range(width):
-            y[rest, j] = relu_if((x[rest, j] - m[j]) * a[j] + b[j], relu, z)
+            y[rest, j] = relu_if(plus_if((x[rest, j] - m[j]) * a[j] + b[j], res[rest, j], add), relu, z)
 
 
 @kernel

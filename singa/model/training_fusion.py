@@ -1,14 +1,23 @@
-"""Training-graph fusion: a BatchNorm whose only user is a ReLU, in one pass each way.
+"""Training-graph fusion: BatchNorm with the ReLU (and residual sum) that follow it.
 
-A convolutional network's blocks end in BatchNorm then ReLU. Run in turn, the two
-operators make a pass over the activations for the ReLU alone in each direction: the
-forward rewrites BatchNorm's output in place, the backward gates the gradient
-(``dy * (y > 0)``) in place before BatchNorm's two backward passes read it. Here the
-BatchNorm node computes ``max(normalised, 0)`` directly
-(:meth:`~singa.autograd.normalization.BatchNorm2d.forward_relu`), the ReLU nodes pass
-their array through, and BatchNorm's backward applies the gate inside its own passes
-(:meth:`~singa.autograd.normalization.BatchNorm2d.backward_gated`). Per element the
-same arithmetic runs, so the replay keeps the bits of eager execution.
+A convolutional network's blocks end in BatchNorm then ReLU, or BatchNorm, a residual
+sum, then ReLU. Run in turn, the operators make a pass over the activations for the sum
+and for the ReLU. Two rewrites:
+
+- ``batchnorm+relu``: a BatchNorm whose only user is a ReLU. The BatchNorm node
+  computes ``max(normalised, 0)`` directly
+  (:meth:`~singa.autograd.normalization.BatchNorm2d.forward_relu`), the ReLU nodes pass
+  their array through, and BatchNorm's backward applies ReLU's gradient gate
+  (``dy * (y > 0)``) inside its own two passes
+  (:meth:`~singa.autograd.normalization.BatchNorm2d.backward_gated`) instead of a pass
+  of its own.
+- ``batchnorm+add+relu``: a BatchNorm whose only user is a sum whose only user is a
+  ReLU (a residual block's end). The BatchNorm node computes ``max(normalised +
+  residual, 0)`` (:meth:`~singa.autograd.normalization.BatchNorm2d.forward_add_relu`);
+  the sum and ReLU nodes only do their operators' bookkeeping for the backward, which
+  runs as traced (the gated gradient feeds both branches, so it is made anyway).
+
+Per element the same arithmetic runs, so the replay keeps the bits of eager execution.
 
 :func:`fuse` rewrites the nodes of a traced training call (CPU, float32 parameters)
 before :class:`~singa.model.graph.Graph` schedules them; the operators keep their
@@ -20,14 +29,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from singa.autograd.activation import ReLU
+from singa.autograd.elementwise import Add
 from singa.autograd.normalization import BatchNorm2d
 from singa.model.graph import Node, Recorder
 
-__all__ = ["fuse", "BATCHNORM_RELU"]
+__all__ = ["fuse", "BATCHNORM_RELU", "BATCHNORM_ADD_RELU"]
 
-#: the name :func:`fuse` counts its rewrites under
+#: the names :func:`fuse` counts its rewrites under
 BATCHNORM_RELU = "batchnorm+relu"
+BATCHNORM_ADD_RELU = "batchnorm+add+relu"
+_FUSED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class _Rectified:
@@ -49,6 +63,45 @@ class _Rectified:
         """BatchNorm's backward of the ReLU-gated ``dy``."""
         y, self.y = self.y, None
         return self.bn.backward_gated(dy, y)
+
+
+def _alike(x: Any, residual: Any) -> bool:
+    """Whether ``residual`` has ``x``'s shape, dtype and memory layout."""
+    return residual.dtype == x.dtype and residual.shape == x.shape and residual.strides == x.strides
+
+
+class _ResidualEnd:
+    """A residual block's end, BatchNorm + sum + ReLU, computed by the BatchNorm node;
+    the sum and ReLU nodes then fill their operators' caches. ``first`` says whether
+    BatchNorm's output is the sum's first operand."""
+
+    def __init__(self, bn: BatchNorm2d, add: Add, relu: ReLU, first: bool):
+        self.bn, self.add, self.relu, self.first = bn, add, relu, first
+        self.y: Any = None
+
+    def forward(self, x: Any, scale: Any, bias: Any, mean: Any, var: Any, residual: Any) -> Any:
+        """``max(BatchNorm(x) + residual, 0)``: one pass for float32 and float64 arrays of
+        one shape, dtype and memory layout, else the three operators in turn (the sum
+        of arrays laid out differently has a layout of numpy's choosing, which the
+        next kernels' order of summation follows)."""
+        stats = (scale, bias, mean, var)
+        if x.dtype in _FUSED_FLOATS and _alike(x, residual):
+            self.y = self.bn.forward_add_relu(x, *stats, residual)
+        else:
+            y = self.bn.forward(x, *stats)
+            self.y = self.relu.forward(self.add.forward(*((y, residual) if self.first else (residual, y))))
+        return self.y
+
+    def sum_done(self, a: Any, b: Any) -> Any:
+        """The sum node: its operator's bookkeeping; the sum is in :attr:`y` already."""
+        self.add.sum_computed(a, b)
+        return self.y
+
+    def relu_done(self, y: Any) -> Any:
+        """The ReLU node: its operator's bookkeeping; ``y`` is rectified already."""
+        self.relu.output_computed(y)
+        self.y = None
+        return y
 
 
 def _pass_through(a: Any) -> Any:
@@ -80,6 +133,42 @@ def _pairs(nodes: list[Node], uses: Counter) -> list[tuple[Node, Node]]:
     return pairs
 
 
+def _triples(nodes: list[Node], uses: Counter, rec: Recorder) -> list[tuple[Node, Node, Node, int]]:
+    """(BatchNorm, sum, ReLU forward nodes, BatchNorm's operand position in the sum)
+    where each one's output has the next as its one user and the sum's operands have
+    one rank (their shapes are checked on each call: :class:`_ResidualEnd`)."""
+    producer = {s: n for n in nodes if not n.is_backward for s in n.outs if s is not None}
+    triples = []
+    for relu in nodes:
+        if relu.is_backward or type(relu.op) is not ReLU or not relu.ins or uses[relu.ins[0]] != 1:
+            continue
+        add = producer.get(relu.ins[0])
+        if add is None or type(add.op) is not Add or len(add.ins) != 2 or None in add.ins:
+            continue
+        for k, s in enumerate(add.ins):
+            bn = producer.get(s)
+            other = add.ins[1 - k]
+            if bn is None or type(bn.op) is not BatchNorm2d or uses[s] != 1 or s == other:
+                continue
+            if rec.ndims[s] == rec.ndims[other]:
+                triples.append((bn, add, relu, k))
+                break
+    return triples
+
+
+def _moved_before(nodes: list[Node], moved: dict[int, Node]) -> list[Node]:
+    """``nodes`` with each node of ``moved.values()`` taken out and put back just before
+    the node whose index maps to it."""
+    taken = {id(n) for n in moved.values()}
+    order = []
+    for n in nodes:
+        if n.index in moved:
+            order.append(moved[n.index])
+        if id(n) not in taken:
+            order.append(n)
+    return order
+
+
 def _backward_fits(bn_back: Node | None, relu_back: Node | None, uses: Counter) -> bool:
     """Whether the backward nodes take the fused form: none ran (a forward without
     backward), or the ReLU's gradient goes to BatchNorm's backward alone."""
@@ -96,13 +185,24 @@ def _backward_fits(bn_back: Node | None, relu_back: Node | None, uses: Counter) 
 
 
 def fuse(rec: Recorder, out_slots: list[int]) -> Counter:
-    """Rewrite ``rec.nodes`` of a traced training call on the CPU: each BatchNorm whose
-    only user is a ReLU computes both, forward and backward, as the module docstring
-    says. Returns how many pairs were fused (``Counter({"batchnorm+relu": n})``)."""
+    """Rewrite ``rec.nodes`` of a traced training call on the CPU as the module
+    docstring says. Returns how many times each rewrite applied
+    (``Counter({"batchnorm+relu": n, "batchnorm+add+relu": m})``)."""
     counts: Counter = Counter()
     if rec.dev.is_gpu:
         return counts
     uses = _uses(rec.nodes, out_slots)
+    moved: dict[int, Node] = {}  # sum node's index -> its BatchNorm, to run just before it
+    for bn, add, relu, k in _triples(rec.nodes, uses, rec):
+        end = _ResidualEnd(bn.op, add.op, relu.op, k == 0)
+        bn.ins = [*bn.ins, add.ins[1 - k]]
+        bn.fn, bn.inplace = end.forward, []
+        add.fn, add.inplace = end.sum_done, []
+        relu.fn, relu.inplace = end.relu_done, []
+        moved[add.index] = bn
+        counts[BATCHNORM_ADD_RELU] += 1
+    if moved:  # the residual may be computed after BatchNorm: the graph keeps recorded order
+        rec.nodes = _moved_before(rec.nodes, moved)
     backs = _backwards(rec.nodes)
     for bn_fwd, relu_fwd in _pairs(rec.nodes, uses):
         bn_back, relu_back = backs.get(id(bn_fwd.op)), backs.get(id(relu_fwd.op))

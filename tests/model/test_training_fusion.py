@@ -8,7 +8,7 @@ from model_helpers import LayerCNN, assert_same, batches, run
 from singa import opt
 from singa.autograd.activation import ReLU
 from singa.autograd.normalization import BatchNorm2d
-from singa.model.training_fusion import BATCHNORM_RELU
+from singa.model.training_fusion import BATCHNORM_ADD_RELU, BATCHNORM_RELU
 
 
 def _sgd():
@@ -25,8 +25,11 @@ def test_a_resnet_graph_fuses_each_batchnorm_followed_by_relu_alone_and_stays_bi
     eager = run(LayerCNN, _sgd, data, use_graph=False)
     graph = run(LayerCNN, _sgd, data, use_graph=True)
     assert_same(eager, graph)
-    # the stem's BatchNorm and each block's first: the second ones feed the residual add
-    assert _graph(graph[3]).fusions[BATCHNORM_RELU] == 3
+    # the stem's BatchNorm and each block's first; each block's end (its second BatchNorm,
+    # the residual sum, ReLU: the first block's residual, from a max-pool, is laid out
+    # otherwise and takes the three operators in turn on each call, bitwise all the same)
+    fusions = _graph(graph[3]).fusions
+    assert fusions[BATCHNORM_RELU] == 3 and fusions[BATCHNORM_ADD_RELU] == 2
 
 
 def test_sequential_graphs_are_not_rewritten():
@@ -82,3 +85,25 @@ def _same_bits(got, want):
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("first", [True, False])
+def test_forward_add_relu_gives_the_bits_of_batchnorm_the_sum_and_relu(dtype, first):
+    from singa.autograd.elementwise import Add
+
+    shape = (6, 5, 7, 9)
+    x = np.ascontiguousarray(_edge_values(shape, dtype, 3).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    x[1:] = np.nan_to_num(x[1:])
+    residual = np.empty_like(x)
+    residual[...] = _edge_values(shape, dtype, 4)  # laid out as x is
+    params = [np.random.default_rng(5).standard_normal(5).astype(dtype) for _ in range(2)]
+    stats = [np.zeros(5, dtype), np.ones(5, dtype)]
+    y = BatchNorm2d(0.9, 1e-5, True).forward(x, *params, *stats)
+    want = ReLU().forward(Add().forward(*((y, residual) if first else (residual, y))))
+    fused_stats = [np.zeros(5, dtype), np.ones(5, dtype)]
+    got = BatchNorm2d(0.9, 1e-5, True).forward_add_relu(x, *params, *fused_stats, residual)
+    _same_bits(got, want)
+    assert got.strides == want.strides  # the layout the next kernels see
+    for a, b in zip(stats, fused_stats):
+        np.testing.assert_array_equal(a, b)
