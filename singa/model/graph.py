@@ -50,6 +50,7 @@ Limits of tracing (the same as any trace-based graph mode):
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -253,9 +254,13 @@ class Graph:
     #: only while the parameters keep their ``stamp``
     folded: bool = False
     stamp: Any = None
+    #: the rewrites applied before scheduling, counted by name (training:
+    #: :mod:`singa.model.training_fusion`; evaluation: :mod:`singa.model.inference`)
+    fusions: Counter
 
     def __init__(self, rec: Recorder, out_template: Any, out_arrays: Sequence[Any], sequential: bool):
         self.dev = rec.dev
+        self.fusions = Counter()
         self.sequential = sequential
         self.out_template = out_template
         self.n_nodes = len(rec.nodes)
