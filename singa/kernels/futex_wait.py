@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core import types
 
-from singa.kernels.jit import kernel
+from singa.kernels.jit import helper, kernel
 
 __all__ = ["SETTLE_SPINS", "wait_while", "wait_for", "store_and_wake", "store_wake_and_wait"]
 
@@ -43,12 +43,9 @@ _syscall = types.ExternalFunction(
 _sched_yield = types.ExternalFunction("sched_yield", types.int32())
 
 
-@kernel
-def wait_while(words: Any, i: int, value: int, spins: int) -> None:
-    """Return once ``words[i]`` differs from ``value``: look ``spins`` times (giving the
-    CPU to any other runnable thread between looks, about 0.25 us each; once the word
-    has changed, :data:`SETTLE_SPINS` more), then sleep in the kernel until a
-    :func:`store_and_wake` of that word."""
+@helper
+def _wait_changed(words, i, value, spins):  # pragma: no cover (compiled into the waits)
+    """The body of :func:`wait_while`."""
     for _ in range(spins):
         if words[i] != value:
             for _ in range(SETTLE_SPINS):
@@ -58,6 +55,15 @@ def wait_while(words: Any, i: int, value: int, spins: int) -> None:
     address = words.ctypes.data + 4 * i
     while words[i] == value:  # the kernel sleeps only while the word still holds value
         _syscall(_SYS_FUTEX, address, _FUTEX_WAIT_PRIVATE, value, 0)
+
+
+@kernel
+def wait_while(words: Any, i: int, value: int, spins: int) -> None:
+    """Return once ``words[i]`` differs from ``value``: look ``spins`` times (giving the
+    CPU to any other runnable thread between looks, about 0.25 us each; once the word
+    has changed, :data:`SETTLE_SPINS` more), then sleep in the kernel until a
+    :func:`store_and_wake` of that word."""
+    _wait_changed(words, i, value, spins)
 
 
 @kernel
@@ -94,12 +100,4 @@ def store_wake_and_wait(words: Any, i: int, value: int, j: int, seen: int, spins
     to take the GIL, finds it free."""
     words[i] = value
     _syscall(_SYS_FUTEX, words.ctypes.data + 4 * i, _FUTEX_WAKE_PRIVATE, 1 << 30, 0)
-    for _ in range(spins):
-        if words[j] != seen:
-            for _ in range(SETTLE_SPINS):
-                _sched_yield()
-            return
-        _sched_yield()
-    address = words.ctypes.data + 4 * j
-    while words[j] == seen:
-        _syscall(_SYS_FUTEX, address, _FUTEX_WAIT_PRIVATE, seen, 0)
+    _wait_changed(words, j, seen, spins)

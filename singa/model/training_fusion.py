@@ -119,14 +119,22 @@ def _uses(nodes: list[Node], out_slots: list[int]) -> Counter:
     return Counter(s for n in nodes for s in n.ins if s is not None) + Counter(out_slots)
 
 
+def _forward_producers(nodes: list[Node]) -> dict[int, Node]:
+    """The forward node producing each slot."""
+    return {s: n for n in nodes if not n.is_backward for s in n.outs if s is not None}
+
+
+def _sole_user_relus(nodes: list[Node], uses: Counter) -> list[Node]:
+    """ReLU forward nodes that are the one user of their input."""
+    return [n for n in nodes if not n.is_backward and type(n.op) is ReLU and n.ins and uses[n.ins[0]] == 1]
+
+
 def _pairs(nodes: list[Node], uses: Counter) -> list[tuple[Node, Node]]:
     """(BatchNorm forward, ReLU forward) node pairs where the ReLU is the BatchNorm
     output's one user."""
-    producer = {s: n for n in nodes if not n.is_backward for s in n.outs if s is not None}
+    producer = _forward_producers(nodes)
     pairs = []
-    for n in nodes:
-        if n.is_backward or type(n.op) is not ReLU or not n.ins or uses[n.ins[0]] != 1:
-            continue
+    for n in _sole_user_relus(nodes, uses):
         src = producer.get(n.ins[0])
         if src is not None and type(src.op) is BatchNorm2d and src.outs[0] == n.ins[0]:
             pairs.append((src, n))
@@ -137,11 +145,9 @@ def _triples(nodes: list[Node], uses: Counter, rec: Recorder) -> list[tuple[Node
     """(BatchNorm, sum, ReLU forward nodes, BatchNorm's operand position in the sum)
     where each one's output has the next as its one user and the sum's operands have
     one rank (their shapes are checked on each call: :class:`_ResidualEnd`)."""
-    producer = {s: n for n in nodes if not n.is_backward for s in n.outs if s is not None}
+    producer = _forward_producers(nodes)
     triples = []
-    for relu in nodes:
-        if relu.is_backward or type(relu.op) is not ReLU or not relu.ins or uses[relu.ins[0]] != 1:
-            continue
+    for relu in _sole_user_relus(nodes, uses):
         add = producer.get(relu.ins[0])
         if add is None or type(add.op) is not Add or len(add.ins) != 2 or None in add.ins:
             continue
