@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 _THREAD_PREFIX = "singa-worker"
-_pool: list = []  # [ThreadPoolExecutor], made on first use
+_pool: list = []  # [SpinPool or _ExecutorPool], made on first use
 _count: list = []  # [int], read on first use
 _caller_cpus: list = []  # [frozenset]: the CPUs left to the calling thread, when the pool is pinned
 _in_use: list = [threading.Lock()]  # held by the one run_pieces call that the pool serves
@@ -299,10 +299,9 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
     every piece has ended. A pool thread that has not started when every piece is
     taken is not waited for. The pool serves one call at a time: a call made while it
     is in use (from a piece, or from another thread) runs its pieces inline."""
-    workers = worker_count()
-    if xp is not np or workers < 2 or len(pieces) < 2 or not _in_use[0].acquire(blocking=False):
+    workers, lock = worker_count(), _in_use[0]
+    if xp is not np or workers < 2 or len(pieces) < 2 or not lock.acquire(blocking=False):
         return [fn(*p) for p in pieces]
-    lock = _in_use[0]
     try:
         if not _pool:
             _pool.append(_new_pool(workers))

@@ -325,9 +325,8 @@ class Model(Layer):
         outs = [t.data for t in leaves]
         training = key[0]
         if training or self.precision != "float32":
-            fusions = Counter()
-            if training and not self.sequential and self.precision == "float32":
-                fusions = _training_fusion.fuse(rec, [rec.slot(a) for a in outs])
+            fuses = training and not self.sequential and self.precision == "float32"
+            fusions = _training_fusion.fuse(rec, [rec.slot(a) for a in outs]) if fuses else Counter()
             graph = Graph(rec, template, outs, self.sequential)
             graph.folded = False
             graph.fusions = fusions

@@ -45,8 +45,8 @@ _FUSED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class _Rectified:
-    """The array a fused BatchNorm node produced, shared by the three rewritten nodes
-    from the forward until BatchNorm's backward has read it."""
+    """A BatchNorm fused with the ReLU after it: its forward node's work, and its
+    backward node's, which reads the rectified output the forward kept."""
 
     def __init__(self, bn: BatchNorm2d):
         self.bn = bn
