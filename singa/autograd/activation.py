@@ -19,10 +19,11 @@ import numpy as np
 
 from singa.autograd.engine import Operation, check_same_dtype, unbroadcast
 from singa.device import array_module
+from singa.kernels import relu as relu_kernels
 from singa.kernels import workers
 from singa.kernels.buffers import pooled_out
 from singa.kernels.gelu import gelu_exact, gelu_exact_grad, gelu_float32, gelu_float32_grad
-from singa.kernels.jit import kernel, takes_floats
+from singa.kernels.jit import takes_floats
 from singa.tensor import Tensor
 
 __all__ = [
@@ -50,7 +51,7 @@ class ReLU(Operation):
     """y = max(x, 0); gradient 1 where x > 0 (0 at x == 0). Keeps y for backward.
 
     On the CPU (float32/float64 and integer arrays) both directions are compiled
-    one-pass kernels (:func:`_relu`, :func:`_relu_grad`) run over pieces of memory on
+    one-pass kernels (:mod:`singa.kernels.relu`) run over pieces of memory on
     the worker threads; elsewhere (a GPU, float16) array expressions with the same
     results.
     """
@@ -60,7 +61,7 @@ class ReLU(Operation):
         out = pooled_out(xp, x)  # pooled: no fresh pages each step
         if _compiled(x):
             y = out if out is not None else np.empty_like(x)
-            workers.run_flat(_relu, y, x)
+            workers.run_flat(relu_kernels.relu, y, x)
         else:
             y = xp.maximum(x, 0, out=out)
         self.output_computed(y)
@@ -79,12 +80,12 @@ class ReLU(Operation):
         if not _compiled(dy):
             return xp.multiply(dy, self.cache > 0, out=out)
         dx = out if out is not None else np.empty_like(dy)
-        workers.run_flat(_relu_grad, dx, dy, self.cache)
+        workers.run_flat(relu_kernels.relu_grad, dx, dy, self.cache)
         return dx
 
     def _forward_into_x(self, x):
         if _compiled(x):
-            workers.run_flat(_relu_in_place, x)
+            workers.run_flat(relu_kernels.relu_in_place, x)
         else:
             array_module(x).maximum(x, 0, out=x)
         if self.requires_grad:
@@ -93,7 +94,7 @@ class ReLU(Operation):
 
     def _backward_into_dy(self, dy):
         if _compiled(dy):
-            workers.run_flat(_relu_grad_in_place, dy, self.cache)
+            workers.run_flat(relu_kernels.relu_grad_in_place, dy, self.cache)
         else:
             dy *= self.cache > 0
         return dy
@@ -102,49 +103,9 @@ class ReLU(Operation):
     backward_inplace = ((_backward_into_dy, 0),)
 
 
-# ----- the CPU ReLU kernels (numba) --------------------------------------------------------
-# One pass each, where numpy's maximum ran about 5x slower than a plain loop on this
-# machine's AVX2 (0.78 against 0.14 ms on 2**20 float32 values, one thread) and the
-# backward made a boolean mask first (0.5-0.8 against 0.22-0.27 ms); both run over
-# pieces of memory on the worker threads (:func:`workers.run_flat`). Results are
-# numpy's bit for bit: NaN stays NaN, -0.0 becomes 0, dy * (y > 0) keeps the sign of a
-# zero product.
 def _compiled(a: Any) -> bool:
+    """Whether ReLU's compiled kernels (:mod:`singa.kernels.relu`) take ``a``."""
     return isinstance(a, np.ndarray) and a.dtype.kind in "fiu" and a.dtype != np.float16
-
-
-@kernel
-def _relu(x, y):  # pragma: no cover (compiled)
-    z = x.dtype.type(0)
-    for i in range(x.shape[0]):
-        v = x[i]
-        y[i] = z if v <= z else v
-
-
-@kernel
-def _relu_grad(dy, y, dx):  # pragma: no cover (compiled)
-    z = y.dtype.type(0)
-    for i in range(dy.shape[0]):
-        dx[i] = dy[i] * (dy.dtype.type(1) if y[i] > z else dy.dtype.type(0))
-
-
-# In-place kernels (a graph replay's): given one array as input and output, the kernels
-# above fail the vector loop's overlap check and run scalar, 2.3-2.7x slower (2**20
-# float32, one thread: ReLU 345 against 126 us, gradient 505 against 224 us). ``v + z``
-# is v for v > 0 (NaN stays): a stored new value keeps the loop a vector select.
-@kernel
-def _relu_in_place(x):  # pragma: no cover (compiled)
-    z = x.dtype.type(0)
-    for i in range(x.shape[0]):
-        v = x[i]
-        x[i] = z if v <= z else v + z
-
-
-@kernel
-def _relu_grad_in_place(y, dy):  # pragma: no cover (compiled)
-    z = y.dtype.type(0)
-    for i in range(dy.shape[0]):
-        dy[i] = dy[i] * (dy.dtype.type(1) if y[i] > z else dy.dtype.type(0))
 
 
 class LeakyReLU(Operation):

@@ -56,9 +56,8 @@ from typing import Any
 
 from singa.autograd import engine
 from singa.model import _inplace
-from singa.tensor import Tensor
 
-__all__ = ["Recorder", "Graph", "Node", "flatten_outputs", "rebuild_outputs"]
+__all__ = ["Recorder", "Graph", "Node"]
 
 _EXT, _IN, _OUT = 0, 1, 2
 
@@ -208,33 +207,6 @@ class Recorder:
             variants = _inplace.find_variants(op, is_backward, list(in_arrays), tuple(out_arrays))
         node = Node(len(self.nodes), fn, ins, outs, op, is_backward, random, cache_bytes, variants)
         self.nodes.append(node)
-
-
-# ----- outputs -------------------------------------------------------------------------
-def flatten_outputs(obj: Any, leaves: list) -> Any:
-    """A template of ``obj`` (Tensors inside tuples, lists and dicts) whose Tensors are
-    appended to ``leaves`` and replaced by their index."""
-    if isinstance(obj, Tensor):
-        leaves.append(obj)
-        return ("T", len(leaves) - 1)
-    if isinstance(obj, tuple | list):
-        return ("S", type(obj), [flatten_outputs(o, leaves) for o in obj])
-    if isinstance(obj, dict):
-        return ("D", type(obj), {k: flatten_outputs(v, leaves) for k, v in obj.items()})
-    return ("C", obj)
-
-
-def rebuild_outputs(tpl: Any, values: Sequence[Any]) -> Any:
-    """Inverse of :func:`flatten_outputs` with new leaves."""
-    tag = tpl[0]
-    if tag == "T":
-        return values[tpl[1]]
-    if tag == "S":
-        items = [rebuild_outputs(t, values) for t in tpl[2]]
-        return tpl[1](items) if tpl[1] in (list, tuple) else tpl[1](*items)
-    if tag == "D":
-        return tpl[1]((k, rebuild_outputs(t, values)) for k, t in tpl[2].items())
-    return tpl[1]
 
 
 # ----- the graph ---------------------------------------------------------------------------

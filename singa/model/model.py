@@ -55,7 +55,8 @@ from singa.model import freezing as _freezing
 from singa.model import inference as _inference
 from singa.model import precision as _precision
 from singa.model import training_fusion as _training_fusion
-from singa.model.graph import Graph, Recorder, flatten_outputs, rebuild_outputs
+from singa.model.graph import Graph, Recorder
+from singa.model.outputs import flatten_outputs, rebuild_outputs
 from singa.tensor import Tensor
 
 __all__ = ["Model"]
