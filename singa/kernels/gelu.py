@@ -11,8 +11,11 @@ float32 arrays take :func:`gelu_float32` and :func:`gelu_float32_grad` instead: 
 erfc and exp are one call per element (12 and 7 ns), which LLVM cannot vectorise. Those
 kernels compute, still in float64, a Chebyshev fit of erfc (relative error below
 1.2e-7 over the whole line, the lower tail included) and an exp from a polynomial and
-the exponent's bits, both plain arithmetic that LLVM turns into 8-lane AVX-512 code:
-within 2 ulp of the float64 path, at 3.4 and 1.6 ns per element on one core.
+the exponent's bits, both plain arithmetic that LLVM turns into 8-lane AVX-512 code
+with fused multiply-adds (``kernel(fused=True)``: half the instructions of a separate
+multiply and add): within 2 ulp of the float64 path, at 2.0 and 1.0 ns per element on
+one core (3.6 and 1.6 unfused; PyTorch's float32 GELU, which cancels in the lower tail,
+0.4 and 0.7).
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def erfc_for_float32(u: float) -> float:
     return tail if u >= 0.0 else 2.0 - tail
 
 
-@kernel
+@kernel(fused=True)
 def gelu_float32(x, cdf, y):  # pragma: no cover (compiled)
     """:func:`gelu_exact` for float32 arrays, vectorised (within 2 ulp of it)."""
     for i in range(x.shape[0]):
@@ -111,7 +114,7 @@ def gelu_float32(x, cdf, y):  # pragma: no cover (compiled)
         y[i] = v * c
 
 
-@kernel
+@kernel(fused=True)
 def gelu_float32_grad(dy, x, cdf, dx):  # pragma: no cover (compiled)
     """:func:`gelu_exact_grad` for float32 arrays, vectorised."""
     for i in range(x.shape[0]):

@@ -92,13 +92,15 @@ def _numba_cache_in(folder: Path) -> Iterator[None]:
         config.CACHE_DIR = before
 
 
-def _compile(fn: Callable, reassociate: bool, release_gil: bool = True) -> Callable:
+def _compile(fn: Callable, reassociate: bool, release_gil: bool = True, fused: bool = False) -> Callable:
     from numba import njit
 
     _register_helpers()
     options: dict[str, Any] = {"nogil": release_gil, "error_model": "numpy"}
     if reassociate:
         options["fastmath"] = {"reassoc", "nsz", "contract"}
+    elif fused:
+        options["fastmath"] = {"contract"}
     folder = kernel_cache_dir()
     if not _writable(folder):  # no cache rather than one beside the package
         return njit(**options)(fn)
@@ -106,21 +108,26 @@ def _compile(fn: Callable, reassociate: bool, release_gil: bool = True) -> Calla
         return njit(cache=True, **options)(fn)
 
 
-def kernel(fn: Callable | None = None, *, reassociate: bool = False, release_gil: bool = True) -> Any:
+def kernel(
+    fn: Callable | None = None, *, reassociate: bool = False, release_gil: bool = True, fused: bool = False
+) -> Any:
     """``fn`` compiled by numba (no GIL, cached in :func:`kernel_cache_dir`) when first
     called. ``@kernel(reassociate=True)`` lets LLVM reorder float additions, so that a
     sum along a row runs in vector lanes (a plain loop adds one element at a time, 4
     cycles apart): the sum's rounding changes, the same way on every run.
     ``@kernel(release_gil=False)`` keeps the GIL through the call, for a call of a
     microsecond after which the caller goes on in Python (releasing the GIL lets a
-    waiting thread take it, and the caller then waits for it to come back)."""
+    waiting thread take it, and the caller then waits for it to come back).
+    ``@kernel(fused=True)`` lets LLVM fuse a multiply and the add after it into one
+    instruction with one rounding (``reassociate`` implies it): polynomials take half
+    the instructions, and their last bit changes, the same way on every run."""
     if fn is None:
-        return lambda f: kernel(f, reassociate=reassociate, release_gil=release_gil)
+        return lambda f: kernel(f, reassociate=reassociate, release_gil=release_gil, fused=fused)
     compiled: list = []
 
     def call(*args: Any) -> Any:
         if not compiled:
-            compiled.append(_compile(fn, reassociate, release_gil))
+            compiled.append(_compile(fn, reassociate, release_gil, fused))
         return compiled[0](*args)
 
     call.__doc__ = fn.__doc__
