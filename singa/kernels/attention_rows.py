@@ -53,13 +53,39 @@ def softmax_rows(s, scale, causal):  # pragma: no cover (compiled)
                 _softmax_row(s[b, h, i], sc, stop)
 
 
+_ORDER_MASK = 0x7FFFFFFF
+_MINUS_INF_KEY = -2139095041  # the order key of -inf (bits 0xFF800000)
+
+
+@helper
+def _order_key(bits):
+    """A float32's bits (as int32) turned into an int32 in the floats' order: the lower
+    31 bits of a negative float flipped. Its own inverse."""
+    return bits ^ ((bits >> np.int32(31)) & np.int32(_ORDER_MASK))
+
+
+@helper
+def _row_max(row, stop):  # pragma: no cover (compiled)
+    """The largest of ``row[:stop]`` (-inf when stop is 0). LLVM runs a float max in
+    one scalar chain (0.7 ns per element); the same max over the floats' order keys
+    (:func:`_order_key`) is an integer max, which it vectorises (0.2 ns)."""
+    bits = row.view(np.int32)
+    top = np.int32(_MINUS_INF_KEY)
+    for j in range(stop):
+        top = max(top, _order_key(bits[j]))
+    return np.int32(_order_key(top)).view(np.float32)
+
+
 @helper
 def _softmax_row(row, sc, stop):  # pragma: no cover (compiled)
     """softmax(sc * row[:stop]) in place, zeros after."""
-    m = np.float32(-np.inf)
-    for j in range(stop):
-        v = row[j] * sc
-        m = v if v > m else m
+    if sc > 0:  # max(sc * x) is sc * max(x), rounded alike
+        m = _row_max(row, stop) * sc
+    else:
+        m = np.float32(-np.inf)
+        for j in range(stop):
+            v = row[j] * sc
+            m = v if v > m else m
     if m == -np.inf:
         stop = 0
     total = np.float32(0.0)
