@@ -17,6 +17,7 @@ import numpy as np
 
 from singa.autograd.engine import Operation, unbroadcast
 from singa.device import array_module
+from singa.kernels import joins
 from singa.kernels.scatter import add_rows, add_rows_applies
 from singa.tensor import Tensor
 
@@ -233,7 +234,8 @@ class Split(Operation):
         return tuple(out)
 
     def backward(self, *dys):
-        return array_module(dys[0]).concatenate(dys, axis=self.axis)
+        xp = array_module(dys[0])
+        return joins.concatenate(dys, self.axis) if xp is np else xp.concatenate(dys, axis=self.axis)
 
 
 def split(x: Tensor, axis: int, parts: Sequence[int] | int) -> tuple:
