@@ -142,6 +142,28 @@ class MultiHeadAttention(Layer):
         b, t, _ = x.shape
         return autograd.transpose(autograd.reshape(x, (b, t, self.num_heads, self.head_dim)), (0, 2, 1, 3))
 
+    def _packable(self) -> bool:
+        """Whether self-attention may take q, k and v from one product: the three
+        projections are plain Linear layers past their first call (which adopts the
+        input's device and dtype and runs any load hook), none wrapped (an adapter, or
+        :func:`singa.model.summary`'s per-call record)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return all(
+            type(p) is Linear and p.initialized and "forward" not in vars(p) and p.bias == self.q_proj.bias
+            for p in projections
+        )
+
+    def _packed_projections(self, x: Tensor) -> tuple:
+        """``q_proj(x), k_proj(x), v_proj(x)`` as one product with the weights side by
+        side (PyTorch's ``in_proj_weight``): one (B*L, E) @ (E, 3E) product and one bias
+        add instead of three of each, and the input's gradient from one product instead
+        of three and their sum. The outputs are column slices of one array."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        y = autograd.matmul(x, autograd.cat([p.W for p in projections], 1))
+        if self.q_proj.bias:
+            y = autograd.add(y, autograd.cat([p.b for p in projections], 0))
+        return autograd.split(y, y.ndim() - 1, [self.embed_dim] * 3)
+
     def _check(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         if query.ndim() != 3 or key.ndim() != 3 or value.ndim() != 3:
             raise ValueError(
@@ -201,9 +223,12 @@ class MultiHeadAttention(Layer):
         b, q_len, s_len = query.shape[0], query.shape[1], key.shape[1]
         _check_mask("attn_mask", attn_mask, ((q_len, s_len), (b * self.num_heads, q_len, s_len)), query.dtype)
         _check_mask("key_padding_mask", key_padding_mask, ((b, s_len),), query.dtype)
-        q = self._heads(self.q_proj(query))
-        k = self._heads(self.k_proj(key))
-        v = self._heads(self.v_proj(value))
+        if key is query and value is query and self._packable():
+            q, k, v = (self._heads(t) for t in self._packed_projections(query))
+        else:
+            q = self._heads(self.q_proj(query))
+            k = self._heads(self.k_proj(key))
+            v = self._heads(self.v_proj(value))
         mask = merge_masks(attn_mask, key_padding_mask, b, self.num_heads, query.dtype)
         p_drop = self.dropout if self.training else 0.0
         if need_weights:

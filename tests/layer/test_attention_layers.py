@@ -272,3 +272,43 @@ def test_decoder_stack_equals_torch(norm_first):
     np.testing.assert_allclose(y.to_numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(g[ts].to_numpy(), tt.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(g[ms].to_numpy(), tm_.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_self_attention_packs_the_three_projections_after_the_first_call():
+    """Self-attention past the first call takes q, k and v from one product with the
+    weights side by side; outputs and every gradient equal the three products'."""
+    m = layer.MultiHeadAttention(8, 2)
+    x = rng.standard_normal((2, 5, 8))
+    assert not m._packable()  # the first call adopts the input's dtype and runs load hooks
+    m(t(x), is_causal=True)
+    assert m._packable()
+    autograd.training = True
+    try:
+        results = []
+        for same in (True, False):
+            q = t(x, grad=True)
+            k, v = (q, q) if same else (t(x, grad=True), t(x, grad=True))
+            y, _ = m(q, k, v, is_causal=True)
+            grads = dict(autograd.backward(autograd.reduce_sum(autograd.mul(y, t(x)))))
+            dx = grads[q] if same else grads[q] + grads[k] + grads[v]
+            ws = [grads[p.W] for p in (m.q_proj, m.k_proj, m.v_proj)]
+            bs = [grads[p.b] for p in (m.q_proj, m.k_proj, m.v_proj)]
+            results.append((y.to_numpy(), dx.to_numpy(), [g.to_numpy() for g in ws + bs]))
+    finally:
+        autograd.training = False
+    (y1, dx1, g1), (y2, dx2, g2) = results
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_allclose(dx1, dx2, rtol=1e-12, atol=1e-12)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_wrapped_projection_is_not_packed():
+    """A projection wrapped by an adapter keeps its own call."""
+    from singa.peft.layers import LinearLoRALayer
+
+    m = layer.MultiHeadAttention(8, 2)
+    m(t(rng.standard_normal((2, 5, 8))))
+    assert m._packable()
+    m.k_proj = LinearLoRALayer(m.k_proj, r=2)
+    assert not m._packable()
