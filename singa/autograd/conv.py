@@ -136,7 +136,7 @@ class Conv2d(Operation):
         so that every input pixel sees all its kernel offsets, is copied into columns
         (N*H*W, kh*kw*O) a batch slice at a time (bordered a slice at a time, so no
         padded copy of dy is made); each slice times the flipped filters
-        (kh*kw*O, C) gives dx, and the input's pixels (C, N*H*W) times the same slice give
+        (kh*kw*O, C) gives dx, and the slice transposed times the input's pixels (N*H*W, C) gives
         dW with flipped offsets. One long product each instead of kh*kw short ones plus
         a col2im, and no second set of columns for dW. dx is NCHW with NHWC memory. The
         slices run on the workers; their dW partials are added in slice order."""
@@ -156,15 +156,18 @@ class Conv2d(Operation):
             for i0, i1, cb in sl.column_chunks(xp, dyh, (kh, kw, 1, 1, dh, dw, h, w), pads, slices):
                 xp.matmul(cb, wf, out=dx2[i0 * rows : i1 * rows])
                 if xh is not None:  # a free view of x when its memory is NHWC
-                    part = sl.accumulate(part, xh[i0:i1].reshape((i1 - i0) * rows, c).T @ cb)
+                    part = sl.add_product(xp, part, cb.T, xh[i0:i1].reshape((i1 - i0) * rows, c))
             return part
 
         slices = sl.batch_slices(xp, n, rows * kh * kw * o * dy.itemsize, min(c, o))
         parts = sl.run_slices(xp, piece, slices, n * rows * kh * kw * o * c, c * kh * kw * o * dy.itemsize)
         dW = None
-        if xh is not None:  # g[c, i', j', o] = dW[o, c, kh-1-i', kw-1-j']
+        if xh is not None:  # g[i', j', o, c] = dW[o, c, kh-1-i', kw-1-j']
+            # (kh*kw*O, C) rather than (C, kh*kw*O): the copy to dW then reads kh*kw
+            # streams in order (512 x 512 3x3 filters: 1.5 ms against 11 from (C, kh*kw*O))
             g = sl.sum_in_order(parts)
-            dW = xp.ascontiguousarray(g.reshape(c, kh, kw, o)[:, ::-1, ::-1].transpose(3, 0, 1, 2))
+            dW = scratch(xp, (o, c, kh, kw), dy.dtype)
+            xp.copyto(dW, g.reshape(kh, kw, o, c)[::-1, ::-1].transpose(2, 3, 0, 1))
         return dxh.transpose(0, 3, 1, 2), dW
 
     def _backward_sliced(self, xp: Any, dyh: Any, x: Any, W: Any, x_shape: tuple, geo: tuple) -> tuple:

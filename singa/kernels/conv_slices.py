@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from singa.device import array_module
-from singa.kernels import blas_threads, workers
+from singa.kernels import blas_threads, transposes, workers
 from singa.kernels import im2col as im
 from singa.kernels.buffers import scratch
 
 __all__ = [
     "KMAJOR_MAX_C",
     "accumulate",
+    "add_product",
     "batch_slices",
     "column_chunks",
     "laid_out",
@@ -116,11 +117,15 @@ def laid_out(xp: Any, view: Any, shape: tuple) -> Any:
     """The filters ``view`` (a transposed view of W) copied into a pooled array and
     reshaped to ``shape`` for the products: a fresh copy on every call is page-faulted
     in anew once it is above glibc's mmap threshold (128 KB: a 64x64 3x3 filter bank).
-    Filters already laid out so (:func:`product_layout`) are used as they are."""
+    Filters already laid out so (:func:`product_layout`) are used as they are. The copy
+    goes in tiles (:func:`singa.kernels.transposes.copy_into`)."""
     if view.flags.c_contiguous:
         return view.reshape(shape)
     out = scratch(xp, view.shape, view.dtype)
-    xp.copyto(out, view)
+    if xp is np:
+        transposes.copy_into(view, out)
+    else:
+        xp.copyto(out, view)
     return out.reshape(shape)
 
 
@@ -141,6 +146,18 @@ def accumulate(total: Any, part: Any) -> Any:
     if total is None:
         return part
     total += part
+    return total
+
+
+def add_product(xp: Any, total: Any, a: Any, b: Any) -> Any:
+    """``total + a @ b`` (``a @ b`` when ``total`` is None), the product written into a
+    pooled array: a filter gradient's partial (a 512 x 512 3x3 bank is 9.4 MB) allocated
+    afresh is page-faulted in on every call."""
+    out = scratch(xp, (a.shape[0], b.shape[1]), a.dtype)
+    xp.matmul(a, b, out=out)
+    if total is None:
+        return out
+    total += out
     return total
 
 

@@ -1,0 +1,56 @@
+"""kernels.transposes: tiled copies of transposed arrays equal numpy's copies."""
+
+import numpy as np
+import pytest
+
+from singa.kernels import transposes
+
+
+def _views(rng):
+    w = rng.standard_normal((40, 24, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((24, 3, 3, 40)).astype(np.float64)
+    m = rng.standard_normal((300, 200)).astype(np.float32)
+    return {
+        "forward filters": w.transpose(2, 3, 1, 0),
+        "flipped filters": w[:, :, ::-1, ::-1].transpose(2, 3, 0, 1),
+        "taps first": w.transpose(2, 3, 0, 1),
+        "gradient back (short last axis)": g[:, ::-1, ::-1].transpose(3, 0, 1, 2),
+        "matrix": m.T,
+        "3-d": m.reshape(300, 10, 20).transpose(2, 1, 0),
+        "sliced": m[::2, 1::3].T,
+    }
+
+
+@pytest.mark.parametrize("name", list(_views(np.random.default_rng(0))))
+def test_contiguous_equals_numpy(name, monkeypatch):
+    """Every view comes back as numpy's C-ordered copy (tiles forced on, with a tile
+    smaller than the axes so partial tiles are covered too)."""
+    monkeypatch.setattr(transposes, "MIN_SIZE", 1)
+    monkeypatch.setattr(transposes, "TILE", 7)
+    view = _views(np.random.default_rng(1))[name]
+    got = transposes.contiguous(view)
+    want = np.ascontiguousarray(view)
+    assert got.flags.c_contiguous and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    out = np.empty(view.shape, view.dtype)
+    transposes.copy_into(view, out)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_tiles_are_used_only_where_they_pay(monkeypatch):
+    """The tiled kernel runs for large float views whose contiguous axis is not the last
+    and whose last axis is at least a tile long; everything else is numpy's copy."""
+    calls = []
+    real = transposes._copy_tiles
+    monkeypatch.setattr(transposes, "_copy_tiles", lambda s, o, t: (calls.append(s.shape), real(s, o, t)))
+    w = np.ones((64, 64, 3, 3), np.float32)
+    transposes.contiguous(w.transpose(2, 3, 1, 0))  # (3, 3, 64, 64) from (O, C, 3, 3)
+    assert calls == [(64, 3, 3, 64)]  # C outermost (largest stride), kh, kw (contiguous), O
+    calls.clear()
+    transposes.contiguous(
+        np.ones((64, 3, 3, 64), np.float32).transpose(3, 0, 1, 2)
+    )  # last axis 3 (kw) shorter than a tile
+    transposes.contiguous(np.ones((8, 8), np.float32).T)  # small
+    transposes.contiguous(np.ones((300, 200), np.int64).T)  # not float
+    transposes.contiguous(np.ones((300, 200), np.float32))  # already C-ordered
+    assert calls == []
