@@ -7,10 +7,16 @@ two gradient products, would leave the other core idle. :func:`matmul` cuts the
 result of a large 2-D product into row (or column) blocks and multiplies them on the
 workers, each on one BLAS thread.
 
-Determinism: the blocks depend only on the operands' shapes, never on the worker count,
-and every element of the result is one block's dot product over the whole inner
-dimension, so one worker (the blocks run in turn) and several give the same bits, and
-eager and graph execution, which both call this function, stay bitwise equal.
+A deep product (an inner dimension several times the result's longer side, which is
+at least :data:`DEEP_MIN_SIDE` twice) runs instead as two products over the halves of
+the inner dimension, side by side, added after: blocks would each pack the whole other
+operand.
+
+Determinism: the blocks and halves depend only on the operands' shapes, never on the
+worker count, and every element of the result is one block's dot product over the
+whole inner dimension (or the sum of the two halves' products, in that order), so one
+worker (the blocks run in turn) and several give the same bits, and eager and graph
+execution, which both call this function, stay bitwise equal.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from singa.kernels import blas_threads, workers
+from singa.kernels import adds, blas_threads, workers
+from singa.kernels.buffers import scratch
 
 __all__ = ["matmul", "matmuls", "block_count", "SPLIT_MACS", "BLOCK_MACS", "DEEP_RATIO", "DEEP_MIN_SIDE"]
 
@@ -39,10 +46,10 @@ _MAX_BLOCKS = 8
 #: run whole: each block packs the whole other operand, most of such a product's work (a
 #: weight gradient (128, 2048) @ (2048, 128) took 0.74 ms in two blocks, 0.39 ms whole)
 DEEP_RATIO = 4
-#: ... unless their result has a side of at least twice this many: then it runs in two
-#: blocks, whose packing pays (a ResNet-18 last-stage convolution's columns at batch
-#: 32, (512, 4608) @ (4608, 512), took 15.5 ms whole, 11.1 ms in two row blocks on two
-#: workers)
+#: ... unless their result has a side of at least twice this many: then the two halves
+#: of the inner dimension run side by side and are added (a ResNet-18 last-stage
+#: convolution's columns at batch 32, (512, 4608) @ (4608, 512), took 15.5 ms whole,
+#: 11.1 ms in two row blocks, 7.9 ms in two halves, on two workers)
 DEEP_MIN_SIDE = 256
 
 
@@ -96,8 +103,6 @@ def _block_pieces(a: Any, b: Any, out: Any) -> list:
     blocks when the result is wider than tall."""
     (m, k), n = a.shape, b.shape[1]
     blocks = block_count(m * k * n)
-    if k > DEEP_RATIO * max(m, n):  # a deep product: two blocks, each packing the other operand
-        blocks = 2
     if m >= n:
         return [(a[i:j], b, out[i:j]) for i, j in workers.even_pieces(m, blocks)]
     return [(a, b[:, i:j], out[:, i:j]) for i, j in workers.even_pieces(n, blocks)]
@@ -116,8 +121,23 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         return blas_threads.matmul(a, b, out=out)
     if out is None:
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    workers.run_pieces(_product_into, _block_pieces(a, b, out), np)
+    if a.shape[1] > DEEP_RATIO * max(out.shape):
+        _inner_halves(a, b, out)
+    else:
+        workers.run_pieces(_product_into, _block_pieces(a, b, out), np)
     return out
+
+
+def _inner_halves(a: Any, b: Any, out: Any) -> None:
+    """A deep ``a @ b`` into ``out`` as two products over the halves of the inner
+    dimension side by side, the second into a pooled array added after: each packs
+    half of each operand, where row blocks each pack the whole other one. The halves
+    depend on the shapes only, so one or two workers give the same bits."""
+    (i, h), (_, k) = workers.even_pieces(a.shape[1], 2)
+    rest = scratch(np, out.shape, out.dtype)
+    workers.run_pieces(_product_into, [(a[:, i:h], b[i:h], out), (a[:, h:k], b[h:k], rest)], np)
+    if not adds.add(out, rest, out):
+        out += rest
 
 
 def matmuls(pairs: list) -> list:

@@ -176,20 +176,29 @@ def test_deep_products_run_whole_and_beside_the_blocks(small_split, monkeypatch)
     np.testing.assert_array_equal(alone, dx)
 
 
-def test_deep_products_with_a_long_side_run_in_two_blocks(small_split, monkeypatch):
+def test_deep_products_with_a_long_side_run_as_two_inner_halves(small_split, monkeypatch):
     """A deep product whose result has a side of at least 2 * DEEP_MIN_SIDE (a
-    convolution of many channels on few pixels) runs in two blocks, rows or columns
-    along its longer side (numpy's product to rounding: BLAS may sum a block's short
-    products in another order); a shorter one still runs whole, with numpy's bits."""
+    convolution of many channels on few pixels) runs as two products over the halves
+    of its inner dimension, side by side, then added: numpy's product to rounding, the
+    same bits on one worker or two; a shorter one still runs whole, with numpy's bits."""
     monkeypatch.setattr(products, "BLOCK_MACS", 64)
     monkeypatch.setattr(products, "DEEP_MIN_SIDE", 8)
     rng = np.random.default_rng(9)
     seen = _count_pieces(monkeypatch)
-    for m, k, n in ((16, 100, 6), (6, 100, 16)):
+    for m, k, n in ((16, 101, 6), (6, 100, 16)):
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        np.testing.assert_allclose(products.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
-    assert seen == [2, 2]
+        got = products.matmul(a, b)
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+        half = (k + 1) // 2
+        np.testing.assert_array_equal(got, a[:, :half] @ b[:half] + a[:, half:] @ b[half:])
+        before = workers.worker_count()
+        workers.set_worker_count(1)
+        try:
+            np.testing.assert_array_equal(products.matmul(a, b), got)
+        finally:
+            workers.set_worker_count(before)
+    assert seen[:1] == [2] and seen.count(2) >= 2
     seen.clear()
     a = rng.standard_normal((15, 100)).astype(np.float32)
     b = rng.standard_normal((100, 6)).astype(np.float32)
