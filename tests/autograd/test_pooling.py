@@ -400,3 +400,23 @@ def test_max_of_windows_compiled_pass_gives_the_views_bits(dtype, k, s):
             ]
         )
     np.testing.assert_array_equal(compiled, np.maximum.reduce(want, axis=0))
+
+
+@pytest.mark.parametrize("dy_layout", ["nchw", "nhwc"])
+def test_max_backward_with_a_gradient_of_the_other_layout(dy_layout):
+    """An NHWC input whose gradient comes NCHW in memory (Flatten's backward) gives the
+    same input gradient as one that comes NHWC, as the float64 reference does."""
+    rng = np.random.default_rng(11)
+    x = distinct(rng, (3, 16, 6, 6))
+    op = MaxPool2d((2, 2), (2, 2), (0, 0, 0, 0))
+    op.requires_grad = True
+    op.forward(nhwc(x))
+    g = rng.standard_normal((3, 16, 3, 3))
+    dy = np.ascontiguousarray(g) if dy_layout == "nchw" else nhwc(g)
+    got = op.backward(dy)
+    want = np.zeros_like(x)
+    for n, c, i, j in np.ndindex(g.shape):
+        win = x[n, c, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2]
+        a, b = np.unravel_index(np.argmax(win), (2, 2))
+        want[n, c, 2 * i + a, 2 * j + b] = g[n, c, i, j]
+    np.testing.assert_array_equal(got, want)
