@@ -10,7 +10,8 @@ lines one pass of the copy reads fall into few L1 sets and evict each other.
 
 :func:`copy_into` walks the source's contiguous axis and the copy's contiguous axis in
 tiles of :data:`TILE` x :data:`TILE` elements, every other axis outside them ordered by
-the source's strides (the largest outermost), so each line is read from memory once.
+the source's strides (the largest outermost), so each line is read from memory once;
+pieces of the outermost axis run on the workers.
 Elements move unchanged: the result equals numpy's copy bit for bit.
 """
 
@@ -20,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from singa.kernels import workers
 from singa.kernels.jit import kernel
 
 __all__ = ["copy_into", "contiguous", "MIN_SIZE", "TILE"]
 
-#: arrays with fewer elements are copied by numpy (its copy of a small array is cheap)
-MIN_SIZE = 1 << 15
+#: arrays with fewer elements are copied by numpy: up to 192 x 192 3x3 filters (331 K)
+#: numpy was as fast or faster (0.07 against 0.24 ms for a flipped 128 x 128 bank)
+MIN_SIZE = 1 << 19
 #: the side of a tile (elements)
 TILE = 16
 
@@ -72,7 +75,10 @@ def copy_into(src: Any, out: Any) -> None:
         return
     pad = (1,) * (4 - src.ndim)
     s4, o4 = src.transpose(order), out.transpose(order)
-    _copy_tiles(s4.reshape(pad + s4.shape), o4.reshape(pad + o4.shape), TILE)
+    s4, o4 = s4.reshape(pad + s4.shape), o4.reshape(pad + o4.shape)
+    workers.run_pieces(
+        lambda i, j: _copy_tiles(s4[i:j], o4[i:j], TILE), workers.work_pieces(len(s4), 2 * s4.size)
+    )
 
 
 def contiguous(src: Any) -> Any:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from singa.kernels import transposes
+from singa.kernels import transposes, workers
 
 
 def _views(rng):
@@ -43,14 +43,39 @@ def test_tiles_are_used_only_where_they_pay(monkeypatch):
     calls = []
     real = transposes._copy_tiles
     monkeypatch.setattr(transposes, "_copy_tiles", lambda s, o, t: (calls.append(s.shape), real(s, o, t)))
-    w = np.ones((64, 64, 3, 3), np.float32)
-    transposes.contiguous(w.transpose(2, 3, 1, 0))  # (3, 3, 64, 64) from (O, C, 3, 3)
-    assert calls == [(64, 3, 3, 64)]  # C outermost (largest stride), kh, kw (contiguous), O
+    w = np.ones((256, 256, 3, 3), np.float32)
+    transposes.contiguous(w.transpose(2, 3, 1, 0))  # (3, 3, C, O) from (O, C, 3, 3)
+    # C outermost (the largest stride), in pieces; then kh, kw (contiguous), O
+    assert calls and all(shape[1:] == (3, 3, 256) for shape in calls)
+    assert sum(shape[0] for shape in calls) == 256
     calls.clear()
-    transposes.contiguous(
-        np.ones((64, 3, 3, 64), np.float32).transpose(3, 0, 1, 2)
-    )  # last axis 3 (kw) shorter than a tile
+    transposes.contiguous(np.ones((64, 64, 3, 3), np.float32).transpose(2, 3, 1, 0))  # below MIN_SIZE
+    transposes.contiguous(np.ones((256, 3, 3, 256), np.float32).transpose(3, 0, 1, 2))  # last axis 3
     transposes.contiguous(np.ones((8, 8), np.float32).T)  # small
-    transposes.contiguous(np.ones((300, 200), np.int64).T)  # not float
-    transposes.contiguous(np.ones((300, 200), np.float32))  # already C-ordered
+    transposes.contiguous(np.ones((800, 800), np.int64).T)  # not float
+    transposes.contiguous(np.ones((800, 800), np.float32))  # already C-ordered
     assert calls == []
+
+
+def test_pieces_on_the_workers_give_the_same_copy(monkeypatch):
+    """A large copy is cut along its outermost axis into pieces on the workers; one
+    worker or two, the result is numpy's copy."""
+    monkeypatch.setattr(transposes, "MIN_SIZE", 1)
+    monkeypatch.setattr(workers, "PIECE_WORK", 64)
+    pieces = []
+    real = workers.run_pieces
+
+    def spy(fn, ps, *rest):
+        pieces.append(len(ps))
+        return real(fn, ps, *rest)
+
+    monkeypatch.setattr(workers, "run_pieces", spy)
+    view = np.random.default_rng(2).standard_normal((24, 20, 3, 3)).astype(np.float32).transpose(2, 3, 1, 0)
+    before = workers.worker_count()
+    try:
+        for count in (1, 2):
+            workers.set_worker_count(count)
+            np.testing.assert_array_equal(transposes.contiguous(view), np.ascontiguousarray(view))
+    finally:
+        workers.set_worker_count(before)
+    assert pieces and min(pieces) > 1
