@@ -24,7 +24,7 @@ import numpy as np
 from singa.kernels import workers
 from singa.kernels.jit import kernel
 
-__all__ = ["copy_into", "contiguous", "MIN_SIZE", "TILE"]
+__all__ = ["copy_into", "MIN_SIZE", "TILE"]
 
 #: arrays with fewer elements are copied by numpy: up to 192 x 192 3x3 filters (331 K)
 #: numpy was as fast or faster (0.07 against 0.24 ms for a flipped 128 x 128 bank)
@@ -79,12 +79,3 @@ def copy_into(src: Any, out: Any) -> None:
     workers.run_pieces(
         lambda i, j: _copy_tiles(s4[i:j], o4[i:j], TILE), workers.work_pieces(len(s4), 2 * s4.size)
     )
-
-
-def contiguous(src: Any) -> Any:
-    """``np.ascontiguousarray(src)`` of a numpy array, copied as :func:`copy_into` does."""
-    if type(src) is not np.ndarray or src.flags.c_contiguous:
-        return np.ascontiguousarray(src)
-    out = np.empty(src.shape, src.dtype)
-    copy_into(src, out)
-    return out

@@ -37,18 +37,11 @@ def test_concatenate_equals_numpy(axis, count):
         workers.set_worker_count(before)
 
 
-def test_large_joins_run_in_blocks(monkeypatch):
+def test_large_joins_run_in_blocks(pieces_seen):
     """A join of at least MIN_SIZE elements along an inner axis is cut over the first axis."""
-    seen = []
-    real = workers.run_pieces
-
-    def spy(fn, pieces, *rest):
-        seen.append(list(pieces))
-        return real(fn, pieces, *rest)
-
-    monkeypatch.setattr(workers, "run_pieces", spy)
     arrays = [np.ones((16, 128, 128), np.float32)] * 3
     joins.concatenate(arrays, 2)
+    seen = pieces_seen
     assert seen and len(seen[0]) > 1 and seen[0][0][0] == 0 and seen[0][-1][1] == 16
     seen.clear()
     joins.concatenate([np.ones((4, 8), np.float32)] * 2, 1)
