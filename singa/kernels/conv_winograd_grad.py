@@ -32,7 +32,6 @@ import numpy as np
 from singa.kernels import conv_slices as sl
 from singa.kernels import conv_winograd as wg
 from singa.kernels import conv_winograd_tiles as wg_tiles
-from singa.kernels import workers
 from singa.kernels.buffers import scratch
 
 __all__ = ["applies", "backward"]
@@ -115,8 +114,7 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
         return du
 
     per_sample = _A * _A * th * tw * 2 * (c + o) * dy.itemsize
-    count = -(-n * per_sample // _SLICE_BYTES)
-    slices = workers.even_pieces(n, count + (count > 1 and count % 2))
+    slices = wg.batch_slices(n, th * tw, per_sample, _SLICE_BYTES)
     partial = 0 if xh is None else _A * _A * c * o * dy.itemsize
     parts = sl.run_slices(np, piece, slices, n * th * tw * _A * _A * c * o, partial)
     dW = None

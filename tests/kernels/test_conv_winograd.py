@@ -271,3 +271,30 @@ def test_training_forward_bits_do_not_depend_on_the_worker_count():
     finally:
         workers.set_worker_count(None)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize(
+    "n, tiles, per_sample, budget, want",
+    [
+        (32, 4, 295_000, 1 << 20, 2),  # ResNet-18's 256 channels on 8x8: 64 tiles a slice, not 32 slices
+        (32, 16, 590_000, 1 << 20, 4),  # 128 on 16x16: 128 tiles a slice
+        (64, 64, 295_000, 1 << 20, 20),  # ResNet-20's 16 on 32x32: the bytes decide, as before
+        (2, 1, 100, 1 << 20, 1),  # small work: one slice
+    ],
+)
+def test_batch_slices_keep_enough_tiles_for_the_products(n, tiles, per_sample, budget, want):
+    slices = wg.batch_slices(n, tiles, per_sample, budget)
+    assert len(slices) == want
+    assert slices[0][0] == 0 and slices[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
+
+
+def test_batch_slices_depend_on_the_shapes_only():
+    try:
+        workers.set_worker_count(1)
+        one = wg.batch_slices(32, 16, 590_000, 1 << 20)
+        workers.set_worker_count(2)
+        two = wg.batch_slices(32, 16, 590_000, 1 << 20)
+    finally:
+        workers.set_worker_count(None)
+    assert one == two
