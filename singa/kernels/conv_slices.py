@@ -55,6 +55,12 @@ _SLICES_PER_PIECE = 1
 # (2-2.4 M) took 0.18-0.23 ms on one thread against 0.23-0.32 ms on two (minima of
 # interleaved blocks, load 9), and two threads under load cost up to 12 ms a call
 _ONE_THREAD_MACS = 1 << 24
+# a batch whose products take at least this many multiply-adds is cut into two slices
+# or more even when its columns fit one: inside a training step BLAS holds one thread
+# (workers.blas_for_workers), so a lone slice ran on one core (ResNet-18, batch 32,
+# the 256 -> 512 channel 3x3 stride-2 convolution, 604 M: backward 12.6 -> 8.5 ms,
+# forward 6.3 -> 4.5 ms on two workers)
+_SPLIT_MACS = 1 << 26
 
 
 # ----- batch slices on the workers ---------------------------------------------------------------
@@ -79,12 +85,15 @@ def batch_slices(xp: Any, n: int, per_sample: int, width: int) -> list[tuple[int
     """``range(n)`` cut into even ``(start, stop)`` slices of about ``_CHUNK_BYTES``
     (``_SKINNY_CHUNK_BYTES`` when the products have ``width`` <= ``_SKINNY_MAX_O``
     output columns) when a sample's columns take ``per_sample`` bytes: an even number
-    of slices when there are several, so that two workers finish together (the whole
-    batch on a GPU)."""
+    of slices when there are several, so that two workers finish together, and two at
+    least once the products (``width`` columns of output for each float32 column row)
+    take ``_SPLIT_MACS`` multiply-adds (the whole batch on a GPU)."""
     if xp is not np:
         return [(0, n)]
     budget = _SKINNY_CHUNK_BYTES if 0 < width <= _SKINNY_MAX_O else _CHUNK_BYTES
     count = -(-n * per_sample // budget)
+    if n * per_sample // 4 * width >= _SPLIT_MACS:
+        count = max(count, 2)
     return workers.even_pieces(n, count + (count > 1 and count % 2))
 
 

@@ -196,3 +196,13 @@ def test_max_pool_on_the_slices_is_the_pooling_operator_after(cfg, window, monke
     assert np.isnan(want).any() and (activated == 0).any()
     np.testing.assert_array_equal(got, want)  # NaN where want has NaN
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_large_products_take_two_slices_even_when_their_columns_fit_one():
+    """Inside a training step BLAS holds one thread, so a large lone slice would run
+    on one core: products of at least ``_SPLIT_MACS`` multiply-adds are cut in two."""
+    per_sample = 147_456  # ResNet-18's 256 -> 512 stride-2 3x3 convolution, a sample's columns
+    assert slices.batch_slices(np, 32, per_sample, 512) == [(0, 16), (16, 32)]
+    assert slices.batch_slices(np, 4, 1_000, 512) == [(0, 4)]  # small work stays whole
+    assert slices.batch_slices(np, 32, 51_200, 16) == [(0, 32)]  # 1.6 MB of columns, 6.6 M
+    assert slices.batch_slices(np, 1, 4 << 20, 512) == [(0, 1)]  # one sample cannot be cut
