@@ -66,6 +66,7 @@ _THREAD_PREFIX = "singa-worker"
 _pool: list = []  # [SpinPool or _ExecutorPool], made on first use
 _count: list = []  # [int], read on first use
 _caller_cpus: list = []  # [frozenset]: the CPUs left to the calling thread, when the pool is pinned
+_home_masks: dict = {}  # thread id -> its CPU mask before _off_pool_cpus moved it
 _in_use: list = [threading.Lock()]  # held by the one run_pieces call that the pool serves
 
 
@@ -79,9 +80,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
+def _own_cpus() -> set[int]:
+    """The CPUs the calling thread may run on, as they were before :func:`_off_pool_cpus`
+    moved it for a block: a pool made inside that block (:func:`set_worker_count` in a
+    training step) must count and pin the process's CPUs, not the one left to the caller."""
+    return _home_masks.get(threading.get_ident()) or os.sched_getaffinity(0)
+
+
 def _cores() -> int:
     try:
-        return len(os.sched_getaffinity(0))
+        return len(_own_cpus())
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
 
@@ -176,7 +184,7 @@ def _placement(workers: int) -> tuple[list[int], frozenset[int]] | None:
     140 s pinned against 26 s unpinned without threadpoolctl."""
     if not hasattr(os, "sched_setaffinity") or blas_threads.controller() is None:
         return None
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = sorted(_own_cpus())
     if workers < 2 or len(cpus) != workers:
         return None
     return cpus[1:], frozenset(cpus[:1])
@@ -271,10 +279,14 @@ def _off_pool_cpus() -> Iterator[None]:
         os.sched_setaffinity(0, keep)
     except OSError:
         mask = None  # refused: run where the thread is
+    me = threading.get_ident()
+    if mask is not None:
+        _home_masks[me] = mask
     try:
         yield
     finally:
         if mask is not None:
+            _home_masks.pop(me, None)
             os.sched_setaffinity(0, mask)
 
 

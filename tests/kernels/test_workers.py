@@ -400,3 +400,28 @@ def test_a_step_block_moves_the_caller_once_for_all_its_kernels(monkeypatch):
     with workers._off_pool_cpus():  # outside a block: each kernel moves the caller itself
         pass
     assert moves == [{0}, {0, 1}]
+
+
+def test_a_pool_made_inside_a_step_block_counts_and_pins_the_process_cpus(monkeypatch):
+    """set_worker_count inside a block that moved the caller onto its own CPU: the new
+    pool still sees the process's CPUs (it saw only the caller's, so two workers became
+    one and the pool thread shared the caller's CPU)."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity")
+    from singa.kernels import blas_threads
+
+    mask = [{0, 1}]
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(mask[0]))
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: mask.__setitem__(0, set(cpus)))
+    monkeypatch.setattr(workers.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    if blas_threads.controller() is None:
+        pytest.skip("needs a BLAS that threadpoolctl controls")
+    monkeypatch.setattr(workers, "_count", [2])
+    monkeypatch.setattr(workers, "_caller_cpus", [frozenset({0})])
+    monkeypatch.setattr(workers, "_load_seen", [-workers.LOAD_CHECK_S, False])
+    with workers.blas_for_workers():
+        assert mask[0] == {0}  # the caller is placed for the block
+        assert workers._cores() == 2
+        assert workers._placement(2) == ([1], frozenset({0}))
+    assert mask[0] == {0, 1}
+    assert workers._home_masks == {}
