@@ -76,6 +76,10 @@ class _Thread:
             try:
                 job()
             finally:  # say so, and wait for the next job, with no GIL between the two
+                # drop the job first: its pieces hold views of the caller's arrays, and a
+                # reference kept while waiting stopped the next operator from reusing
+                # them in place (buffers.owns counts references)
+                job = None
                 futex_wait.store_wake_and_wait(self.words, _DONE, number, _POSTED, seen, _SPINS)
 
     def post(self, job: Callable[[], Any]) -> None:

@@ -119,3 +119,27 @@ def test_run_pieces_uses_the_executor_pool_where_there_is_no_futex(monkeypatch):
         assert len(names) == 8
     finally:
         workers.set_worker_count(None)
+
+
+def test_a_finished_job_is_not_held_while_the_thread_waits(pool):
+    """The thread drops its last job before it waits for the next: the job's pieces
+    hold views of the caller's arrays, and a reference kept stopped the next operator
+    from writing into them in place (buffers.owns counts references)."""
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    payload, begun = Payload(), threading.Semaphore(0)
+    alive = weakref.ref(payload)
+
+    def job(p=payload):
+        begun.release()
+
+    started = pool.start(job, 2)
+    assert begun.acquire(timeout=30) and begun.acquire(timeout=30)
+    pool.join(started)
+    del job, payload, started
+    gc.collect()
+    assert alive() is None
