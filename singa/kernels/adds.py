@@ -10,6 +10,14 @@ and 470 us in the compiled loop on one worker, 345 us on two (2-vCPU VM).
 arrays laid out alike, and leaves every other case to numpy (which reads strided
 operands in place). Each element is one IEEE addition either way, so the bits are
 numpy's.
+
+An ``out`` that is one of the operands (a residual or bias add in place, a gradient
+summed into a dead one) takes a kernel of its own, with the operands in the same order
+(``a + b``: a NaN keeps ``a``'s payload, as in numpy): LLVM guards the
+vector loop of ``out[i] = a[i] + b[i]`` with a check that ``out`` overlaps neither
+input, and when ``out`` is ``a`` it ran the scalar loop instead (one core, float32: a
+1-million-element add 403 -> 315 us, numpy's 312; a (2048, 512) bias row 359 -> 157 us,
+numpy's 275).
 """
 
 from __future__ import annotations
@@ -38,6 +46,25 @@ def _add_row(a, row, out):  # pragma: no cover (compiled)
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             out[i, j] = a[i, j] + row[j]
+
+
+@kernel
+def _add_to(b, out):  # pragma: no cover (compiled)
+    for i in range(out.size):
+        out[i] = out[i] + b[i]
+
+
+@kernel
+def _add_to_second(a, out):  # pragma: no cover (compiled)
+    for i in range(out.size):
+        out[i] = a[i] + out[i]
+
+
+@kernel
+def _add_row_to(row, out):  # pragma: no cover (compiled)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] += row[j]
 
 
 def _one_layout(*arrays: Any) -> bool:
@@ -76,7 +103,12 @@ def add(a: Any, b: Any, out: Any) -> bool:
     if b.shape == a.shape:
         if not _one_layout(a, b, out):  # numpy reads each in place; the kernel would copy
             return False
-        workers.run_flat(_add, out, a, b)
+        if out is a:
+            workers.run_flat(_add_to, out, b)
+        elif out is b:
+            workers.run_flat(_add_to_second, out, a)
+        else:
+            workers.run_flat(_add, out, a, b)
         return True
     row = _row_of(a, b)
     if row is None or not (a.flags.c_contiguous and out.flags.c_contiguous):
@@ -85,7 +117,10 @@ def add(a: Any, b: Any, out: Any) -> bool:
     row = np.ascontiguousarray(row)
     rows = a2.shape[0]
     pieces = workers.work_pieces(rows, 3 * a.size)
-    workers.run_pieces(lambda i, j: _add_row(a2[i:j], row, out2[i:j]), pieces)
+    if out is a:
+        workers.run_pieces(lambda i, j: _add_row_to(row, out2[i:j]), pieces)
+    else:
+        workers.run_pieces(lambda i, j: _add_row(a2[i:j], row, out2[i:j]), pieces)
     return True
 
 

@@ -42,6 +42,22 @@ def test_a_row_or_a_trailing_block_is_added_to_every_row(bshape):
     assert adds.add(a, b, out)
     np.testing.assert_array_equal(out.view(np.uint8), (a + b).view(np.uint8))
     np.testing.assert_array_equal(adds.added(a, b).view(np.uint8), (a + b).view(np.uint8))
+    a1 = a.copy()
+    assert adds.add(a1, b, a1)  # in place: a kernel of its own
+    np.testing.assert_array_equal(a1.view(np.uint8), (a + b).view(np.uint8))
+
+
+def test_in_place_adds_keep_the_operands_order_for_nan_payloads():
+    """a + b takes a's NaN payload when both are NaN (x86 and numpy alike); the in-place
+    kernels keep that order whichever operand they write into."""
+    a = np.full(N, np.nan, np.float32)
+    b = a.copy()
+    a.view(np.uint32)[:] |= 1  # a quiet NaN with another payload
+    want = a + b
+    a1, b1 = a.copy(), b.copy()
+    assert adds.add(a1, b, a1) and adds.add(a, b1, b1)
+    np.testing.assert_array_equal(a1.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(b1.view(np.uint32), want.view(np.uint32))
 
 
 def test_arrays_laid_out_alike_but_not_in_c_order_are_added_in_memory_order():
