@@ -149,15 +149,20 @@ def _kron_g(r: int) -> np.ndarray:
     return np.kron(g, g).astype(np.float32)
 
 
-def training_filters(W: Any) -> np.ndarray:
+def training_filters(W: Any, transposed: bool = False) -> np.ndarray:
     """The float32 filters ``W`` (O, C, r, r) transformed as :func:`transform_filters`
-    does, but as one float32 product ``(G (x) G) @ W`` over the r*r taps: a training step
-    transforms its filters on every call, and the float64 per-filter products took
-    0.8 ms for 64 x 64 3x3 filters (20 a ResNet-20 step) against about 0.05 ms. The
-    roundings are float32's (within an ulp or two of :func:`transform_filters`)."""
+    does, (a*a, C, O), or (a*a, O, C) when ``transposed``, in float32: a training step
+    transforms its filters on every call (the float64 per-filter products took 0.8 ms for
+    64 x 64 3x3 filters, 20 a ResNet-20 step). 3x3 filters take
+    :func:`conv_winograd_tiles.filters` (one pass on the workers), 5x5 ones one float32
+    product ``(G (x) G) @ W`` over the taps. The roundings are float32's (within an ulp
+    or two of :func:`transform_filters`)."""
     o, c, r, _ = W.shape
+    if r == 3:
+        return conv_winograd_tiles.filters(W, transposed)
     taps = np.ascontiguousarray(W.transpose(2, 3, 1, 0)).reshape(r * r, c * o)
-    return (_kron_g(r) @ taps).reshape(-1, c, o)
+    u = (_kron_g(r) @ taps).reshape(-1, c, o)
+    return np.ascontiguousarray(u.transpose(0, 2, 1)) if transposed else u
 
 
 #: fewest input channels for the training forward (the products of fewer channels

@@ -88,9 +88,9 @@ def backward(dy: Any, x: Any, W: Any, pads: tuple) -> tuple[Any, Any]:
     top, left = pads[:2]
     dyh = dy.transpose(0, 2, 3, 1)
     xh = None if x is None else x.transpose(0, 2, 3, 1)
-    # U^T copied once (36*C*O floats): numpy's batched product with the transposed view
+    # U^T made in its own layout: numpy's batched product with the transposed view of U
     # took 1.9x as long on ResNet-20's 16 and 32 channels (one core, 103 -> 55 us a slice)
-    Ut = None if W is None else np.ascontiguousarray(wg.training_filters(W).transpose(0, 2, 1))
+    Ut = None if W is None else wg.training_filters(W, transposed=True)
     dxh = None if W is None else scratch(np, (n, h, w, c), dy.dtype)
 
     def one_slice(i0: int, i1: int, du: Any) -> Any:
