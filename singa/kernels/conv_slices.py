@@ -59,8 +59,11 @@ _ONE_THREAD_MACS = 1 << 24
 # or more even when its columns fit one: inside a training step BLAS holds one thread
 # (workers.blas_for_workers), so a lone slice ran on one core (ResNet-18, batch 32,
 # the 256 -> 512 channel 3x3 stride-2 convolution, 604 M: backward 12.6 -> 8.5 ms,
-# forward 6.3 -> 4.5 ms on two workers)
-_SPLIT_MACS = 1 << 26
+# forward 6.3 -> 4.5 ms on two workers; ResNet-20, batch 64, the 1x1 stride-2
+# shortcuts, 8.4 M and 8.4 M, most of whose time is the columns and col2im: backward
+# 2.1-2.3 -> 1.2-1.4 ms and 1.1-1.2 -> 0.7-0.9 ms, forward 0.9 -> 0.5-0.7 ms and 0.5 ->
+# 0.3-0.4 ms in the step; 2^22 is about where two halves outrun the hand-off)
+_SPLIT_MACS = 1 << 22
 
 
 # ----- batch slices on the workers ---------------------------------------------------------------

@@ -204,5 +204,6 @@ def test_large_products_take_two_slices_even_when_their_columns_fit_one():
     per_sample = 147_456  # ResNet-18's 256 -> 512 stride-2 3x3 convolution, a sample's columns
     assert slices.batch_slices(np, 32, per_sample, 512) == [(0, 16), (16, 32)]
     assert slices.batch_slices(np, 4, 1_000, 512) == [(0, 4)]  # small work stays whole
-    assert slices.batch_slices(np, 32, 51_200, 16) == [(0, 32)]  # 1.6 MB of columns, 6.6 M
+    assert slices.batch_slices(np, 32, 51_200, 16) == [(0, 16), (16, 32)]  # 1.6 MB of columns, 6.6 M
+    assert slices.batch_slices(np, 32, 25_600, 16) == [(0, 32)]  # 0.8 MB, 3.3 M: stays whole
     assert slices.batch_slices(np, 1, 4 << 20, 512) == [(0, 1)]  # one sample cannot be cut
