@@ -65,7 +65,25 @@ def test_arrays_laid_out_alike_but_not_in_c_order_are_added_in_memory_order():
     out = np.empty_like(a)
     assert out.strides == a.strides and adds.add(a, b, out)
     np.testing.assert_array_equal(out, a + b)
-    assert not adds.add(a[:, :, ::2], b[:, :, ::2], np.empty_like(a[:, :, ::2]))  # not dense: numpy's
+    gaps = a[:, :, ::2], b[:, :, ::2]
+    out = np.empty_like(gaps[0])
+    assert adds.add(*gaps, out)  # not dense: numpy's add, in pieces
+    np.testing.assert_array_equal(out, gaps[0] + gaps[1])
+
+
+def test_operands_laid_out_differently_take_numpy_in_pieces_on_the_workers(monkeypatch):
+    """A gradient sum where a strided convolution's dx (a crop of a padded NHWC array)
+    meets an NHWC one: numpy's add over pieces of the first axis, numpy's bits."""
+    a = _values((32, 32, 32, 16), np.float32, 6).transpose(0, 3, 1, 2)
+    b = _values((32, 34, 34, 16), np.float32, 7)[:, 1:-1, 1:-1, :].transpose(0, 3, 1, 2)
+    want = a + b
+    sizes = []
+    run = workers.run_pieces
+    monkeypatch.setattr(
+        workers, "run_pieces", lambda fn, pieces: sizes.append(len(pieces)) or run(fn, pieces)
+    )
+    assert adds.add(a, b, a) and sizes[0] >= 2
+    np.testing.assert_array_equal(a, want)
 
 
 @pytest.mark.parametrize(
@@ -117,10 +135,23 @@ def test_a_large_add_is_cut_into_pieces_for_the_workers(monkeypatch):
     np.testing.assert_array_equal(a, 4.0)
 
 
-def test_operands_laid_out_differently_are_left_to_numpy_and_added_keeps_the_layout():
+def test_an_operand_overlapping_out_is_left_to_numpy():
+    """Pieces on two workers would race where one writes what the other reads."""
+    x = np.arange(N + 1, dtype=np.float32)
+    head, tail = x[:-1], x[1:]
+    assert not adds.add(head, tail, head)
+    assert not adds.add(tail, head, head)
+    rows = head.reshape(2, -1)
+    assert not adds.add(rows, tail.reshape(2, -1)[:, ::-1], rows)
+    np.testing.assert_array_equal(x, np.arange(N + 1, dtype=np.float32))  # nothing written
+
+
+def test_operands_laid_out_differently_take_numpy_add_and_added_keeps_the_layout():
     a = np.ascontiguousarray(_values((8, 16, 16, 32), np.float32, 6).transpose(0, 3, 1, 2))  # C order
     b = _values((8, 16, 16, 32), np.float32, 7).transpose(0, 3, 1, 2)  # channels last
-    assert not adds.add(a, b, a.copy())
+    out = a.copy()
+    assert adds.add(a, b, out)
+    np.testing.assert_array_equal(out, a + b)
     out = adds.added(b, b)
     assert out.strides == b.strides  # numpy's b + b keeps b's layout, and so does added
     np.testing.assert_array_equal(out, b + b)
