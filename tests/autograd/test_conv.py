@@ -344,7 +344,7 @@ def test_columns_made_in_several_batch_slices(cfg, monkeypatch):
 
 
 def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
-    """conv_slices.product_layout: the same values as a view of (kh, kw, C, O) memory, which
+    """conv_slices.product_layout: the same values as a view of (O, kh, kw, C) memory, which
     the pixel-major forward multiplies as it is (no filter copy), with equal bits;
     grouped and few-channel convolutions keep W as it is; laying out twice is a no-op."""
     from singa.kernels import conv_slices
@@ -356,9 +356,9 @@ def test_filters_in_the_product_layout_give_the_same_bits_without_a_copy():
     op.requires_grad = False
     laid = conv_slices.product_layout(W)
     np.testing.assert_array_equal(laid, W)
-    assert laid.transpose(2, 3, 1, 0).flags.c_contiguous and not np.shares_memory(laid, W)
+    assert laid.transpose(0, 2, 3, 1).flags.c_contiguous and not np.shares_memory(laid, W)
     assert np.shares_memory(conv_slices.product_layout(laid), laid)
-    view = conv_slices.laid_out(np, laid.transpose(2, 3, 1, 0), (54, 5))
+    view = conv_slices.laid_out(np, laid.transpose(0, 2, 3, 1), (5, 54))
     assert np.shares_memory(view, laid)
     want = op.forward(x, W)
     got = op.forward(x, laid)

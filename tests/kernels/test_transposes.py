@@ -18,7 +18,8 @@ def _views(rng):
     g = rng.standard_normal((24, 3, 3, 40)).astype(np.float64)
     m = rng.standard_normal((300, 200)).astype(np.float32)
     return {
-        "forward filters": w.transpose(2, 3, 1, 0),
+        "filters, channels last": w.transpose(2, 3, 1, 0),
+        "forward filters": w.transpose(0, 2, 3, 1),
         "flipped filters": w[:, :, ::-1, ::-1].transpose(2, 3, 0, 1),
         "taps first": w.transpose(2, 3, 0, 1),
         "gradient back (short last axis)": g[:, ::-1, ::-1].transpose(3, 0, 1, 2),

@@ -343,7 +343,7 @@ def test_conv_weights_are_kept_in_the_products_layout_and_stay_live():
     model, shape = one_node("Conv", shape=(2, 6, 7, 7), inits=[init("W", W)], extra_inputs=["W"])
     rep = sonnx.prepare(model, use_graph=False)
     w = rep.params["W"].data
-    assert w.transpose(2, 3, 1, 0).flags.c_contiguous
+    assert w.transpose(0, 2, 3, 1).flags.c_contiguous
     np.testing.assert_array_equal(w, W)
     x = f32(*shape)
     y = rep.run([x])[0]
