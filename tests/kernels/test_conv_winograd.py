@@ -216,6 +216,35 @@ def test_training_filters_are_the_float64_transform_to_float32_roundings(r):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("r", [3, 5])
+def test_transposed_training_filters_are_the_backward_layout(r):
+    """(a*a, O, C), what the backward's dV = dM U^T reads, from filters of any strides."""
+    W = np.random.default_rng(r + 1).standard_normal((12, 20, r, r)).astype(np.float32)
+    want = wg.transform_filters(W).transpose(0, 2, 1)
+    for filters in (W, np.asfortranarray(W), W.transpose(1, 0, 2, 3).copy().transpose(1, 0, 2, 3)):
+        got = wg.training_filters(filters, transposed=True)
+        assert got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+def test_filters_transform_bits_do_not_depend_on_the_worker_count(pieces_seen):
+    """A bank large enough to be cut in pieces (each filter is one piece's work alone)."""
+    W = np.random.default_rng(5).standard_normal((192, 128, 3, 3)).astype(np.float32)
+    outs = []
+    try:
+        for count in (1, 2):
+            workers.set_worker_count(count)
+            outs.append([wt.filters(W), wt.filters(W, transposed=True)])
+    finally:
+        workers.set_worker_count(None)
+    assert max(len(p) for p in pieces_seen) >= 2
+    for one, two in zip(*outs):
+        np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(outs[0][0], outs[0][1].transpose(0, 2, 1))
+    want = wg.transform_filters(W)
+    np.testing.assert_allclose(outs[1][0], want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
 @pytest.mark.parametrize(
     "why, x_shape, w_shape, change",
     [
