@@ -160,6 +160,10 @@ class DataLoader:
             ``prefetch * workers`` batches are held at once: memory stays bounded).
         collate_fn: turns a list of samples into a batch (default :func:`collate`);
             unused for datasets with a ``get_batch`` method.
+        timeout: with workers, seconds to wait for a batch before raising
+            :class:`~singa.data.worker_pool.WorkerError` (the workers' stacks go to
+            standard error and the workers are stopped; the next ``iter()`` starts new
+            ones). 0, the default, waits as long as the workers live.
 
     Batches are new float32 arrays (never views of ``x``); labels are int32 (float32
     targets of a regression dataset stay float32).
@@ -181,6 +185,7 @@ class DataLoader:
         workers: int = 0,
         prefetch: int = 2,
         collate_fn: Callable[[list], Any] | None = None,
+        timeout: float = 0,
     ):
         self.dataset = self._as_dataset(x, y)
         if int(batch_size) < 1:
@@ -190,6 +195,8 @@ class DataLoader:
             raise ValueError(f"DataLoader: need 0 <= rank < num_replicas, got rank {rank} of {num_replicas}")
         if int(workers) < 0 or int(prefetch) < 1:
             raise ValueError(f"DataLoader: need workers >= 0 and prefetch >= 1, got {workers} and {prefetch}")
+        if not float(timeout) >= 0:
+            raise ValueError(f"DataLoader: timeout must be >= 0 seconds, got {timeout}")
         self.num_replicas = int(num_replicas)
         self.rank = int(rank)
         self.shuffle = bool(shuffle)
@@ -201,6 +208,7 @@ class DataLoader:
         self.transform = transform
         self.workers = int(workers)
         self.prefetch = int(prefetch)
+        self.timeout = float(timeout)
         self.collate_fn = collate_fn if collate_fn is not None else collate
         self._set_normalisation(mean, std)
         self._pool: WorkerPool | None = None
@@ -365,7 +373,7 @@ class DataLoader:
                 yield build_batch(self.dataset, idx, self.collate_fn)
             return
         if self._pool is None or not self._pool.alive:
-            self._pool = WorkerPool(self.dataset, self.workers, self.collate_fn, self.prefetch)
+            self._pool = WorkerPool(self.dataset, self.workers, self.collate_fn, self.prefetch, self.timeout)
             weakref.finalize(self, _close_pool, self._pool)
         yield from self._pool.run([idx for *_, idx in plan])
 

@@ -8,13 +8,29 @@ fails sends its exception back (raised by the loader in the main process); a wor
 that dies is reported with its exit code.
 
 Processes start with ``fork`` where the platform has it (the dataset is not copied),
-else ``spawn`` (the dataset is pickled to each worker).
+else ``spawn`` (the dataset is pickled to each worker). The workers are forked with the
+garbage collector off and every object frozen (``gc.freeze``, as Python's documentation
+advises for fork without exec), and a worker never unfreezes them: it never runs the
+finalizers of the parent's leftover garbage (a progress bar's close waiting on a lock
+that a thread of the parent held at the fork, a file's close, a join of processes not
+its own), and it does not copy the parent's pages by touching them.
+
+With a ``timeout``, a batch that has not arrived after that many seconds of waiting
+raises :class:`WorkerError` naming the worker, after each live worker has written the
+stacks of its threads to standard error (``faulthandler`` on ``SIGUSR1``, where the
+platform has it): a stuck worker is reported instead of hanging the training run.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import multiprocessing as mp
+import os
 import queue
+import signal
+import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +39,10 @@ __all__ = ["WorkerPool", "WorkerError", "build_batch"]
 
 #: seconds between liveness checks while waiting for a batch
 POLL_S = 1.0
+#: the signal that makes a worker write its threads' stacks to standard error
+DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
+#: seconds given to each worker, in turn, to write its stacks before a timeout is raised
+DUMP_WAIT_S = 0.25
 
 
 class WorkerError(RuntimeError):
@@ -40,6 +60,9 @@ def build_batch(dataset: Any, indices: Any, collate_fn: Callable) -> Any:
 
 def _worker_main(dataset: Any, collate_fn: Callable, tasks: Any, results: Any) -> None:
     """Build batches until a None task arrives."""
+    gc.enable()  # what the parent held stays frozen, out of this worker's collections
+    if DUMP_SIGNAL is not None and sys.__stderr__ is not None:
+        faulthandler.register(DUMP_SIGNAL, file=sys.__stderr__, all_threads=True)
     while True:
         task = tasks.get()
         if task is None:
@@ -69,6 +92,20 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
+def _start_frozen(procs: list) -> None:
+    """Start ``procs`` with the garbage collector off and the parent's objects frozen."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
 class WorkerPool:
     """``workers`` processes building batches of ``dataset`` with ``collate_fn``.
 
@@ -77,20 +114,24 @@ class WorkerPool:
         workers: number of processes (>= 1).
         collate_fn: turns a list of samples into a batch.
         prefetch: batches each worker may have queued or built ahead of the consumer.
+        timeout: seconds to wait for one batch before raising :class:`WorkerError`
+            (0: wait as long as the workers live).
     """
 
-    def __init__(self, dataset: Any, workers: int, collate_fn: Callable, prefetch: int = 2):
+    def __init__(
+        self, dataset: Any, workers: int, collate_fn: Callable, prefetch: int = 2, timeout: float = 0
+    ):
         ctx = _context()
         self.workers = int(workers)
         self.prefetch = max(1, int(prefetch))
+        self.timeout = float(timeout)
         self._results = ctx.Queue()
         self._tasks = [ctx.Queue() for _ in range(self.workers)]
         self._procs = [
             ctx.Process(target=_worker_main, args=(dataset, collate_fn, q, self._results), daemon=True)
             for q in self._tasks
         ]
-        for p in self._procs:
-            p.start()
+        _start_frozen(self._procs)
         self._token = 0
 
     def run(self, batches: list) -> Iterator:
@@ -105,17 +146,18 @@ class WorkerPool:
             while sent < len(batches) and sent < k + ahead:
                 self._tasks[sent % self.workers].put((token, sent, batches[sent]))
                 sent += 1
+            since = time.monotonic()
             while k not in ready:
                 self._receive(token, ready)
+                self._check_waited(k, since)
             yield ready.pop(k)
 
     def _receive(self, token: int, ready: dict) -> None:
-        while True:
-            try:
-                got, number, out, err = self._results.get(timeout=POLL_S)
-                break
-            except queue.Empty:
-                self._check_alive()
+        try:
+            got, number, out, err = self._results.get(timeout=POLL_S)
+        except queue.Empty:
+            self._check_alive()
+            return
         if got != token:
             return  # a result of an abandoned epoch
         if err is not None:
@@ -127,10 +169,27 @@ class WorkerPool:
             if not p.is_alive():
                 raise WorkerError(f"DataLoader worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
 
+    def _check_waited(self, number: int, since: float) -> None:
+        """Raise WorkerError once batch ``number`` is ``timeout`` seconds late."""
+        if self.timeout <= 0 or time.monotonic() - since < self.timeout:
+            return
+        for p in self._procs:
+            if DUMP_SIGNAL is not None and p.is_alive() and p.pid is not None:
+                os.kill(p.pid, DUMP_SIGNAL)
+                time.sleep(DUMP_WAIT_S)  # one after the other: their lines do not mix
+        w, pid = number % self.workers, self._procs[number % self.workers].pid
+        for p in self._procs:
+            p.terminate()
+        self.close()  # a later epoch starts new workers
+        raise WorkerError(
+            f"DataLoader: batch {number} did not arrive from worker {w} (pid {pid}) "
+            f"within {self.timeout:g} s; the workers' stacks are on standard error"
+        )
+
     @property
     def alive(self) -> bool:
-        """Whether every worker process is running."""
-        return all(p.is_alive() for p in self._procs)
+        """Whether the pool is open and every worker process is running."""
+        return bool(self._procs) and all(p.is_alive() for p in self._procs)
 
     def close(self) -> None:
         """Stop the workers (they finish the batch in hand) and wait for them."""
