@@ -12,7 +12,9 @@ by ``seed``). Every call of the transform must give the same number of images k 
 dividing ``batch_size``), so batch b holds the images of stream entries
 b * batch_size / k onwards; worker ``w`` of ``n`` prepares batches ``w, w + n, ...``
 and they are handed out in order: a seed gives the same files in the same batches
-whatever the number of workers (random augmentations differ per worker).
+whatever the number of workers (random augmentations differ per worker). The workers
+start as the DataLoader's do (:func:`singa.data.worker_pool.start_frozen`): they never
+collect, nor run the finalizers of, the garbage they inherit.
 
 Example::
 
@@ -37,6 +39,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from singa.data.worker_pool import enter_worker, start_frozen
 
 __all__ = ["ImageBatchIter"]
 
@@ -167,6 +171,7 @@ class ImageBatchIter:
 
     def _work(self, worker: int, out: Any, stop: Any) -> None:
         """Worker loop: batches worker, worker + n, ... of the stream."""
+        enter_worker()
         random.seed(self.seed * 7919 + worker)
         np.random.seed((self.seed * 7919 + worker) % 2**32)
         stream = _PathStream(self.items, self.shuffle, self.seed)
@@ -197,8 +202,7 @@ class ImageBatchIter:
             ctx.Process(target=self._work, args=(w, q, self._stop), daemon=True)
             for w, q in enumerate(self._queues)
         ]
-        for p in self._procs:
-            p.start()
+        start_frozen(self._procs)
         self._next_batch = 0
         return self
 

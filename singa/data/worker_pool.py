@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["WorkerPool", "WorkerError", "build_batch"]
+__all__ = ["WorkerPool", "WorkerError", "build_batch", "start_frozen", "enter_worker"]
 
 #: seconds between liveness checks while waiting for a batch
 POLL_S = 1.0
@@ -60,7 +60,7 @@ def build_batch(dataset: Any, indices: Any, collate_fn: Callable) -> Any:
 
 def _worker_main(dataset: Any, collate_fn: Callable, tasks: Any, results: Any) -> None:
     """Build batches until a None task arrives."""
-    gc.enable()  # what the parent held stays frozen, out of this worker's collections
+    enter_worker()
     if DUMP_SIGNAL is not None and sys.__stderr__ is not None:
         faulthandler.register(DUMP_SIGNAL, file=sys.__stderr__, all_threads=True)
     while True:
@@ -92,8 +92,9 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _start_frozen(procs: list) -> None:
-    """Start ``procs`` with the garbage collector off and the parent's objects frozen."""
+def start_frozen(procs: list) -> None:
+    """Start the processes ``procs`` with the garbage collector off and the parent's
+    objects frozen (see the module's notes); each worker calls :func:`enter_worker` first."""
     was_enabled = gc.isenabled()
     gc.disable()
     gc.freeze()
@@ -104,6 +105,12 @@ def _start_frozen(procs: list) -> None:
         gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+def enter_worker() -> None:
+    """The first call of a process started by :func:`start_frozen`: the garbage collector
+    runs again, over the worker's own objects only (what it inherited stays frozen)."""
+    gc.enable()
 
 
 class WorkerPool:
@@ -131,7 +138,7 @@ class WorkerPool:
             ctx.Process(target=_worker_main, args=(dataset, collate_fn, q, self._results), daemon=True)
             for q in self._tasks
         ]
-        _start_frozen(self._procs)
+        start_frozen(self._procs)
         self._token = 0
 
     def run(self, batches: list) -> Iterator:
