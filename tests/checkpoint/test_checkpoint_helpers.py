@@ -1,10 +1,54 @@
 """Shared models and helpers of the checkpoint tests (this module holds no tests)."""
 
+import gc
+import os
+import signal
+import time
+
 import numpy as np
+import pytest
 
 from singa import autograd, device, layer, model, opt
 from singa.layer.base import Layer
 from singa.tensor import Tensor
+
+#: a forked child still running after this many seconds fails its test (a hang guard)
+CHILD_LIMIT_S = 300
+
+
+def fork_frozen():
+    """``os.fork()`` with the parent's objects frozen out of the child's garbage collector,
+    as ``singa.data``'s workers start: a child that collected the garbage it inherited
+    would run the parent's finalizers, and one waiting on a lock a parent thread held at
+    the fork would hang. Returns the child's pid in the parent, 0 in the child."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        gc.enable()  # over the child's own objects only
+        return 0
+    gc.unfreeze()
+    if was_enabled:
+        gc.enable()
+    return pid
+
+
+def wait_child(pid, limit_s=CHILD_LIMIT_S):
+    """The wait status of child ``pid``. With ``limit_s`` None, None while it runs;
+    else a child still running after ``limit_s`` seconds is killed and the test fails."""
+    deadline = None if limit_s is None else time.monotonic() + limit_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if deadline is None:
+            return None
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"forked child {pid} still running after {limit_s} s")
+        time.sleep(0.005)
 
 
 def param(rng, shape, dtype=np.float32):

@@ -4,12 +4,13 @@ directories, huge shapes, truncation; and concurrent writers never tear a file."
 
 import os
 import signal
+import time
 import tracemalloc
 
 import hostile_checkpoints as hostile
 import numpy as np
 import pytest
-from test_checkpoint_helpers import Net, fake_grads, states_of
+from test_checkpoint_helpers import CHILD_LIMIT_S, Net, fake_grads, fork_frozen, states_of, wait_child
 
 from singa import checkpoint as ck
 from singa import opt
@@ -129,7 +130,7 @@ def test_concurrent_writers_last_one_wins_never_a_torn_file(tmp_path):
     writers, saves = 3, 8
     pids = []
     for w in range(writers):
-        pid = os.fork()
+        pid = fork_frozen()
         if pid == 0:
             try:
                 for i in range(saves):
@@ -137,12 +138,14 @@ def test_concurrent_writers_last_one_wins_never_a_torn_file(tmp_path):
             finally:
                 os._exit(0)
         pids.append(pid)
-    reads = 0
+    reads, started = 0, time.monotonic()
     while pids:
         aux = ck.load_layer(Net(seed=9), path)  # whole, checksums verified, or it raises
         assert aux["writer"] in range(-1, writers)
         reads += 1
-        pids = [p for p in pids if os.waitpid(p, os.WNOHANG) == (0, 0)]
+        pids = [p for p in pids if wait_child(p, limit_s=None) is None]
+        if pids and time.monotonic() - started > CHILD_LIMIT_S:
+            wait_child(pids[0], limit_s=0)  # a hung writer: killed, and the test fails
     dst = Net(seed=9)
     aux = ck.load_layer(dst, path)
     assert aux["writer"] in range(writers) and aux["i"] == saves - 1

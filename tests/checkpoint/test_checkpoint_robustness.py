@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_checkpoint_helpers import Net, assert_states_equal, states_of
+from test_checkpoint_helpers import Net, assert_states_equal, fork_frozen, states_of, wait_child
 
 from singa import checkpoint as ck
 from singa.checkpoint.fileformat.atomic import _TMP_TAG
@@ -91,10 +91,10 @@ def test_sigkill_during_saves_never_leaves_a_broken_file(tmp_path):
     seen, leftovers = {0}, 0
     kill_points = 2 * 9  # two saves: 5 arrays, the file's fsync, the rename, the folder's (2 fsyncs)
     for kill_at in range(1, kill_points + 1):
-        pid = os.fork()
+        pid = fork_frozen()
         if pid == 0:
             _saver_loop(path, 1000 * kill_at, kill_at)
-        _, status = os.waitpid(pid, 0)
+        status = wait_child(pid)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         seen.add(check_consistent(path))
         leftovers += len(temporaries(tmp_path)) > 0
