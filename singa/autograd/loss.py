@@ -22,6 +22,7 @@ import numpy as np
 from singa.autograd.engine import Operation
 from singa.autograd.errors import ShapeError
 from singa.device import array_module
+from singa.kernels.attention_rows import softmax_xent_float32
 from singa.kernels.jit import kernel, takes_floats
 from singa.tensor import Tensor
 
@@ -138,7 +139,9 @@ class SoftMaxCrossEntropy(Operation):
             else:
                 idx = t.reshape(-1).astype(np.int64, copy=False)
             g = np.empty(x.shape, x.dtype)  # d loss / d x, made in the same pass
-            total, bad = _softmax_xent(x.reshape(-1, c), idx, 1.0 / max(n, 1), g.reshape(-1, c))
+            rows = np.ascontiguousarray(x.reshape(-1, c))
+            rows_kernel = softmax_xent_float32 if x.dtype == np.float32 else _softmax_xent
+            total, bad = rows_kernel(rows, idx, 1.0 / max(n, 1), g.reshape(-1, c))
             if bad:  # an index outside [0, c): _indices says which values
                 _indices("softmax_cross_entropy", t, c)
             if self.requires_grad:
@@ -185,8 +188,9 @@ class SoftMaxCrossEntropy(Operation):
 # gradient (softmax - onehot) / N, which backward only scales by dy, instead of about a
 # dozen numpy calls on small arrays, each 2-4 us of dispatch (the MLP's (64, 10) scores:
 # forward 29 -> 16 us, backward 10 -> 5 us). Sums and logarithms run in float64; the
-# gradient is stored in the scores' dtype. GPU and float16 arrays, and labels of the
-# scores' shape, take the array expressions of the operator above.
+# gradient is stored in the scores' dtype. float32 scores take the vectorised twin,
+# ``kernels.attention_rows.softmax_xent_float32``. GPU and float16 arrays, and labels of
+# the scores' shape, take the array expressions of the operator above.
 @kernel
 def _softmax_xent(x, idx, scale, g):  # pragma: no cover (compiled)
     """g = (softmax(x) - onehot(idx)) * scale by rows; returns (sum over rows of

@@ -11,7 +11,7 @@ import pytest
 from singa import autograd
 from singa.autograd import attention
 from singa.kernels import workers
-from singa.kernels.attention_rows import exp_float32, softmax_rows, softmax_rows_grad
+from singa.kernels.attention_rows import exp_float32, softmax_rows, softmax_rows_grad, softmax_xent_float32
 from singa.tensor import Tensor
 
 
@@ -94,3 +94,40 @@ def test_bits_do_not_depend_on_the_worker_count_or_on_recomputing(monkeypatch, s
     for other in outs[1:]:
         for a, b in zip(outs[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def xent_ref(x, idx, scale):
+    """The loss sum and the gradient (softmax - onehot) * scale in float64."""
+    x = x.astype(np.float64)
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m)
+    z = e.sum(axis=1, keepdims=True)
+    rows = np.arange(len(x))
+    loss = (np.log(z[:, 0]) - (x[rows, idx] - m[:, 0])).sum()
+    g = e / z
+    g[rows, idx] -= 1
+    return loss, g * scale
+
+
+@pytest.mark.parametrize("shape", [(2048, 65), (64, 10), (5, 1), (3, 1000)])
+def test_softmax_xent_float32_against_float64(shape):
+    rng = np.random.default_rng(shape[1])
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    if shape[1] > 1:
+        x[0, 0] = -np.inf  # a class the row excludes: probability 0
+    x[-1, -1] = 60.0  # the others' probabilities underflow in float32
+    idx = rng.integers(0, shape[1], shape[0])
+    idx[-1] = 0
+    g = np.empty_like(x)
+    total, bad = softmax_xent_float32(x, idx, 1.0 / shape[0], g)
+    want, want_g = xent_ref(x, idx, 1.0 / shape[0])
+    assert not bad and math.isfinite(total) and g.dtype == np.float32
+    assert abs(total - want) <= 1e-6 * abs(want) + 1e-6
+    # p - 1 cancels in float32 (as in PyTorch): a few ulps of 1, times the scale
+    np.testing.assert_allclose(g, want_g, rtol=2e-6, atol=4e-7 / shape[0])
+
+
+def test_softmax_xent_float32_flags_an_index_out_of_range():
+    x = np.zeros((3, 4), np.float32)
+    for k in (-1, 4):
+        assert softmax_xent_float32(x, np.array([0, k, 1]), 1.0, np.empty_like(x))[1]
