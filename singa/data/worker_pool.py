@@ -23,6 +23,7 @@ platform has it): a stuck worker is reported instead of hanging the training run
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import multiprocessing as mp
@@ -35,7 +36,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["WorkerPool", "WorkerError", "build_batch", "start_frozen", "enter_worker"]
+__all__ = ["WorkerPool", "WorkerError", "build_batch", "frozen_for_fork", "start_frozen", "enter_worker"]
 
 #: seconds between liveness checks while waiting for a batch
 POLL_S = 1.0
@@ -92,19 +93,32 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
-def start_frozen(procs: list) -> None:
-    """Start the processes ``procs`` with the garbage collector off and the parent's
-    objects frozen (see the module's notes); each worker calls :func:`enter_worker` first."""
-    was_enabled = gc.isenabled()
+@contextlib.contextmanager
+def frozen_for_fork() -> Iterator[None]:
+    """Fork inside this block: the garbage collector is off and every object frozen (see
+    the module's notes). Leaving it, the process that entered gets its collector back as
+    it was; a forked child that leaves it (``os.fork()`` inside) only turns collection
+    back on, over its own objects: what it inherited stays frozen."""
+    was_enabled, parent = gc.isenabled(), os.getpid()
     gc.disable()
     gc.freeze()
     try:
+        yield
+    finally:
+        if os.getpid() != parent:
+            enter_worker()
+        else:
+            gc.unfreeze()
+            if was_enabled:
+                gc.enable()
+
+
+def start_frozen(procs: list) -> None:
+    """Start the processes ``procs`` inside :func:`frozen_for_fork`; each calls
+    :func:`enter_worker` first (a forked process never leaves the block)."""
+    with frozen_for_fork():
         for p in procs:
             p.start()
-    finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 def enter_worker() -> None:

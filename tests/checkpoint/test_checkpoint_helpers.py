@@ -1,6 +1,5 @@
 """Shared models and helpers of the checkpoint tests (this module holds no tests)."""
 
-import gc
 import os
 import signal
 import time
@@ -9,6 +8,7 @@ import numpy as np
 import pytest
 
 from singa import autograd, device, layer, model, opt
+from singa.data.worker_pool import frozen_for_fork
 from singa.layer.base import Layer
 from singa.tensor import Tensor
 
@@ -17,21 +17,12 @@ CHILD_LIMIT_S = 300
 
 
 def fork_frozen():
-    """``os.fork()`` with the parent's objects frozen out of the child's garbage collector,
-    as ``singa.data``'s workers start: a child that collected the garbage it inherited
-    would run the parent's finalizers, and one waiting on a lock a parent thread held at
-    the fork would hang. Returns the child's pid in the parent, 0 in the child."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    gc.freeze()
-    pid = os.fork()
-    if pid == 0:
-        gc.enable()  # over the child's own objects only
-        return 0
-    gc.unfreeze()
-    if was_enabled:
-        gc.enable()
-    return pid
+    """``os.fork()`` inside ``singa.data.worker_pool.frozen_for_fork``, as the data
+    workers start: a child that collected the garbage it inherited would run the
+    parent's finalizers, and one waiting on a lock a parent thread held at the fork
+    would hang. Returns the child's pid in the parent, 0 in the child."""
+    with frozen_for_fork():
+        return os.fork()
 
 
 def wait_child(pid, limit_s=CHILD_LIMIT_S):

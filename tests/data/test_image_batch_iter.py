@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+from fork_hazards import lock_held_over_garbage
 
 from singa.data import ImageBatchIter
 
@@ -101,46 +102,25 @@ def test_argument_errors(tmp_path, image_list):
         next(ImageBatchIter(str(image_list / "list.txt"), 2, _load))
 
 
-class _Finalizing:
-    """Garbage (a reference cycle) whose finalizer takes a lock."""
-
-    lock = threading.Lock()
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        with self.lock:
-            pass
-
-
 def _load_collecting(path):
     gc.collect()  # in the worker: must not reach the garbage the parent left
     return [Image.open(path)]
 
 
 def test_workers_never_run_the_finalizers_of_the_parents_garbage(image_list):
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _Finalizing()
-        with _Finalizing.lock:  # held across the fork: a worker collecting it would wait for ever
-            it = ImageBatchIter(
-                str(image_list / "list.txt"),
-                3,
-                _load_collecting,
-                shuffle=False,
-                delimiter=",",
-                image_folder=str(image_list),
-            )
-            got = []
-            with it:  # read on a thread: a regression fails here instead of hanging the suite
-                reader = threading.Thread(target=lambda: got.extend(_values(next(it)[0]) for _ in range(2)))
-                reader.start()
-                reader.join(timeout=60)
-                assert not reader.is_alive(), "a worker is stuck in the parent's garbage"
-    finally:
-        if was_enabled:
-            gc.enable()
-    gc.collect()
+    got = []
+    with lock_held_over_garbage():
+        it = ImageBatchIter(
+            str(image_list / "list.txt"),
+            3,
+            _load_collecting,
+            shuffle=False,
+            delimiter=",",
+            image_folder=str(image_list),
+        )
+        with it:  # read on a thread: a regression fails here instead of hanging the suite
+            reader = threading.Thread(target=lambda: got.extend(_values(next(it)[0]) for _ in range(2)))
+            reader.start()
+            reader.join(timeout=60)
+            assert not reader.is_alive(), "a worker is stuck in the parent's garbage"
     assert got == [[0, 10, 20], [30, 40, 50]]
