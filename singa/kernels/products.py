@@ -14,9 +14,13 @@ operand.
 
 Determinism: the blocks and halves depend only on the operands' shapes, never on the
 worker count, and every element of the result is one block's dot product over the
-whole inner dimension (or the sum of the two halves' products, in that order), so one
-worker (the blocks run in turn) and several give the same bits, and eager and graph
-execution, which both call this function, stay bitwise equal.
+whole inner dimension (or the sum of the two halves' products, in that order), each
+product on one BLAS thread (:func:`workers.run_pieces` holds BLAS there with one
+worker too), so one worker (the blocks run in turn) and several give the same bits,
+and eager and graph execution, which both call this function, stay bitwise equal.
+Blocks need not give the bits of the whole product: OpenBLAS's result for a row can
+depend on the product's row count (its Haswell kernels do), so a product is cut the
+same way on every call, never sometimes whole and sometimes in blocks.
 """
 
 from __future__ import annotations

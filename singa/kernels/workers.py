@@ -144,9 +144,16 @@ def blas_for_workers() -> Iterator[None]:
     enough: OpenBLAS's own threads spin for a while after each product they share,
     and then take the second core from the workers (MNIST CNN graph step, 2 cores,
     load 1.5: 55.9 ms median with BLAS on two threads between kernels, 36.4 ms on
-    one; bench/README.md)."""
+    one; bench/README.md).
+
+    With one worker BLAS is held to one thread too: OpenBLAS's bits can depend on its
+    thread count (its Haswell kernels, on AMD Zen 3: a (32, 300) @ (300, 90) product
+    differs in the last bit on one thread and on two), so every product of a step runs
+    on one BLAS thread whatever the worker count, and one worker and two give the same
+    bits."""
     if worker_count() < 2:
-        yield
+        with blas_threads.limit(1):
+            yield
         return
     with blas_threads.limit(1), _caller_placed():
         yield
@@ -306,13 +313,19 @@ def run_pieces(fn: Callable[..., Any], pieces: Sequence[Any], xp: Any = np) -> l
     """``[fn(*p) for p in pieces]``, the calls spread over :func:`worker_count`
     threads (the calling one and ``worker_count() - 1`` pool threads, each taking the
     next piece when it is free) with BLAS on one thread each while they run (numpy
-    only: with cupy, one worker, or one piece, the calls run inline in order). The
+    only: with cupy or one piece, the calls run inline in order; with one worker,
+    inline in order with BLAS on one thread, the same bits). The
     results come back in piece order; an exception in a piece is raised here after
     every piece has ended. A pool thread that has not started when every piece is
     taken is not waited for. The pool serves one call at a time: a call made while it
     is in use (from a piece, or from another thread) runs its pieces inline."""
     workers, lock = worker_count(), _in_use[0]
-    if xp is not np or workers < 2 or len(pieces) < 2 or not lock.acquire(blocking=False):
+    if xp is not np or len(pieces) < 2:
+        return [fn(*p) for p in pieces]
+    if workers < 2:
+        with blas_threads.limit(1):  # a piece's products on one BLAS thread, as on the pool
+            return [fn(*p) for p in pieces]
+    if not lock.acquire(blocking=False):
         return [fn(*p) for p in pieces]
     try:
         if not _pool:
