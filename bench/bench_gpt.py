@@ -9,7 +9,8 @@ weights): training step time, peak memory, and generation tokens/s.
 - memory: peak RSS of each library's training run in a fresh process (``ru_maxrss``);
 - generate: tokens/s sampling ``--gen-tokens`` tokens from a one-token prompt: singa
   with its key/value cache and without, PyTorch's cache-less loop (nanoGPT's) and
-  PyTorch with an equivalent cache.
+  PyTorch with an equivalent cache (median of ``--reps`` alternating rounds, each run
+  after an untimed one).
 
 Figures depend on the machine's load: the load averages before and after are printed
 with them; quote them together.
@@ -22,7 +23,6 @@ import json
 import os
 import resource
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -81,32 +81,28 @@ def torch_step(batch: int, context: int, vocab: int):
     return step
 
 
-def _tokens_per_s(fn, n: int) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return n / (time.perf_counter() - t0)
-
-
-def generation(vocab: int, context: int, n: int, use_torch: bool) -> dict:
-    """Tokens per second of each sampler."""
+def generation(vocab: int, context: int, n: int, use_torch: bool, reps: int = 3, pause: float = 0.3) -> dict:
+    """Tokens per second of each sampler: the median over ``reps`` rounds of
+    alternating runs of ``n`` tokens, each run after an untimed one (a first call pays
+    for kernel loading and the allocator's first touches, which a long generation
+    does not)."""
     m = _model(vocab, context)
-    rows = {
-        "singa_cached": _tokens_per_s(lambda: m.generate([[1]], n, temperature=1.0, seed=0), n),
-        "singa_no_cache": _tokens_per_s(
-            lambda: m.generate([[1]], n, temperature=1.0, seed=0, use_cache=False), n
-        ),
+    samplers = {
+        "singa_cached": lambda: m.generate([[1]], n, temperature=1.0, seed=0),
+        "singa_no_cache": lambda: m.generate([[1]], n, temperature=1.0, seed=0, use_cache=False),
     }
+    tokens = {"singa_cached": n, "singa_no_cache": n}
     if use_torch:
         import torch
         from torch_gpt import generate_cached, generate_plain, twin_of
 
         tw = twin_of(m).eval()
         idx = torch.tensor([[1]])
-        rows["torch_no_cache"] = _tokens_per_s(lambda: generate_plain(tw, idx, n), n)
-        rows["torch_cached"] = _tokens_per_s(
-            lambda: generate_cached(tw, idx, min(n, context - 1)), min(n, context - 1)
-        )
-    return rows
+        samplers["torch_no_cache"] = lambda: generate_plain(tw, idx, n)
+        samplers["torch_cached"] = lambda: generate_cached(tw, idx, min(n, context - 1))
+        tokens["torch_no_cache"], tokens["torch_cached"] = n, min(n, context - 1)
+    timings = _harness.run_blocks(samplers, reps, 1, warmup=1, pause=pause)
+    return {k: tokens[k] / t.median for k, t in timings.items()}
 
 
 def child(which: str, batch: int, context: int, vocab: int, steps: int) -> None:
@@ -166,7 +162,10 @@ def main(argv: list[str] | None = None) -> dict:
         out["peak_mb"] = {
             w: _harness.run_child([__file__, "--child", w, *args], env)["peak_mb"] for w in which
         }
-    out["tokens_per_s"] = generation(a.vocab, a.context, a.gen_tokens, torch_version is not None)
+    if a.gen_tokens > 0:
+        out["tokens_per_s"] = generation(
+            a.vocab, a.context, a.gen_tokens, torch_version is not None, a.reps, a.pause
+        )
     out["load_after"] = _harness.uptime()
     print(json.dumps(out, indent=1))
     if a.json:

@@ -25,6 +25,8 @@ def test_bench_gpt_rows_without_torch():
     assert set(out["step_ms"]) == {"singa_eager", "singa_graph"}
     assert set(out["tokens_per_s"]) == {"singa_cached", "singa_no_cache"}
     assert "load average" in out["load_before"]
+    quiet = bench_gpt.main(TINY + ["--gen-tokens", "0", "--no-torch", "--no-memory"])
+    assert "tokens_per_s" not in quiet
 
 
 def test_gpt_e2e_without_torch(tmp_path):
