@@ -151,11 +151,8 @@ def blas_for_workers() -> Iterator[None]:
     differs in the last bit on one thread and on two), so every product of a step runs
     on one BLAS thread whatever the worker count, and one worker and two give the same
     bits."""
-    if worker_count() < 2:
-        with blas_threads.limit(1):
-            yield
-        return
-    with blas_threads.limit(1), _caller_placed():
+    placed = _caller_placed() if worker_count() >= 2 else contextlib.nullcontext()
+    with blas_threads.limit(1), placed:
         yield
 
 

@@ -35,10 +35,15 @@ def _values(x):
     return [int(v) for v in x[:, 0, 0, 0]]
 
 
-def test_batches_in_list_order_with_int_labels(image_list):
-    it = ImageBatchIter(
-        str(image_list / "list.txt"), 4, _load, shuffle=False, delimiter=",", image_folder=str(image_list)
+def _listed(image_list, batch_size, transform, **kw):
+    """An ImageBatchIter over the fixture's comma-separated list of six images."""
+    return ImageBatchIter(
+        str(image_list / "list.txt"), batch_size, transform, delimiter=",", image_folder=str(image_list), **kw
     )
+
+
+def test_batches_in_list_order_with_int_labels(image_list):
+    it = _listed(image_list, 4, _load, shuffle=False)
     with it:
         x, y = next(it)
         assert x.shape == (4, 3, 4, 5) and x.dtype == np.float32
@@ -49,16 +54,7 @@ def test_batches_in_list_order_with_int_labels(image_list):
 
 def test_shuffled_order_is_the_same_for_any_number_of_workers(image_list):
     def first_batches(workers):
-        it = ImageBatchIter(
-            str(image_list / "list.txt"),
-            3,
-            _load,
-            shuffle=True,
-            delimiter=",",
-            image_folder=str(image_list),
-            num_workers=workers,
-            seed=5,
-        )
+        it = _listed(image_list, 3, _load, shuffle=True, num_workers=workers, seed=5)
         with it:
             return [_values(next(it)[0]) for _ in range(4)]
 
@@ -79,7 +75,7 @@ def test_a_failing_transform_is_reported(image_list):
     def bad(path):
         raise OSError("cannot decode " + path)
 
-    it = ImageBatchIter(str(image_list / "list.txt"), 2, bad, delimiter=",", image_folder=str(image_list))
+    it = _listed(image_list, 2, bad)
     it.start()
     with pytest.raises(RuntimeError, match="cannot decode"):
         next(it)
@@ -87,7 +83,7 @@ def test_a_failing_transform_is_reported(image_list):
 
 
 def test_a_batch_size_the_transform_cannot_fill(image_list):
-    it = ImageBatchIter(str(image_list / "list.txt"), 3, _twice, delimiter=",", image_folder=str(image_list))
+    it = _listed(image_list, 3, _twice)
     with it, pytest.raises(RuntimeError, match="does not divide batch_size 3"):
         next(it)
 
@@ -110,14 +106,7 @@ def _load_collecting(path):
 def test_workers_never_run_the_finalizers_of_the_parents_garbage(image_list):
     got = []
     with lock_held_over_garbage():
-        it = ImageBatchIter(
-            str(image_list / "list.txt"),
-            3,
-            _load_collecting,
-            shuffle=False,
-            delimiter=",",
-            image_folder=str(image_list),
-        )
+        it = _listed(image_list, 3, _load_collecting, shuffle=False)
         with it:  # read on a thread: a regression fails here instead of hanging the suite
             reader = threading.Thread(target=lambda: got.extend(_values(next(it)[0]) for _ in range(2)))
             reader.start()
